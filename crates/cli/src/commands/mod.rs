@@ -1,0 +1,4 @@
+//! One module per subcommand: its clap arguments and its `run`.
+
+pub(crate) mod simulate;
+pub(crate) mod theory;

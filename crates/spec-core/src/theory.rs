@@ -1,0 +1,164 @@
+//! Closed-form expectations: acceptance rate, tokens per step, walltime improvement and the best γ.
+//!
+//! These are the numbers a user compares measurements against (`anyspec theory`, `anyspec
+//! simulate`), and what a scheduler uses to pick γ.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The acceptance rate of one position, `α = Σ_x min(p(x), q(x))` (speculative-decoding.txt
+/// Definition 3.1 and Corollary 3.6: `β = 1 − D_LK(p, q)`), accumulated in `f64`.
+pub fn acceptance_rate(target_probs: &[f32], draft_probs: &[f32]) -> Result<f64> {
+    if target_probs.len() != draft_probs.len() {
+        return Err(Error::LengthMismatch {
+            what: "draft distribution (vocabulary size)",
+            expected: target_probs.len(),
+            got: draft_probs.len(),
+        });
+    }
+    Ok(target_probs.iter().zip(draft_probs).map(|(&p, &q)| f64::from(p.min(q))).sum())
+}
+
+/// Expected tokens emitted per verification step, `(1 − α^{γ+1}) / (1 − α)`
+/// (speculative-decoding.txt Equation 1); `γ + 1` when `α = 1`.
+pub fn expected_tokens_per_step(alpha: f64, gamma: usize) -> Result<f64> {
+    check_alpha(alpha)?;
+    check_gamma(gamma)?;
+    Ok(expected_tokens_unchecked(alpha, gamma))
+}
+
+fn expected_tokens_unchecked(alpha: f64, gamma: usize) -> f64 {
+    if (1.0 - alpha).abs() < 1e-12 { gamma as f64 + 1.0 } else { (1.0 - alpha.powi(gamma as i32 + 1)) / (1.0 - alpha) }
+}
+
+/// Expected walltime improvement factor, `(1 − α^{γ+1}) / ((1 − α)(γc + 1))`
+/// (speculative-decoding.txt Theorem 3.8), where `c` is the cost of one drafter step relative to
+/// one target step.
+pub fn improvement_factor(alpha: f64, gamma: usize, cost: f64) -> Result<f64> {
+    check_alpha(alpha)?;
+    check_gamma(gamma)?;
+    check_cost(cost)?;
+    Ok(expected_tokens_unchecked(alpha, gamma) / (gamma as f64 * cost + 1.0))
+}
+
+/// The γ in `1..=max_gamma` with the largest [`improvement_factor`], and that factor.
+///
+/// The factor is unimodal in γ for fixed α and c, but a scan is cheap and needs no proof.
+pub fn best_gamma(alpha: f64, cost: f64, max_gamma: usize) -> Result<(usize, f64)> {
+    check_alpha(alpha)?;
+    check_cost(cost)?;
+    check_gamma(max_gamma)?;
+    let mut best = (1, f64::MIN);
+    for gamma in 1..=max_gamma {
+        let factor = expected_tokens_unchecked(alpha, gamma) / (gamma as f64 * cost + 1.0);
+        if factor > best.1 + 1e-15 {
+            best = (gamma, factor);
+        }
+    }
+    Ok(best)
+}
+
+/// Everything `anyspec theory` prints for one (α, γ, c).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TheoryReport {
+    /// Acceptance rate α.
+    pub alpha: f64,
+    /// Draft length γ.
+    pub gamma: usize,
+    /// Drafter cost per step relative to the target, c.
+    pub cost: f64,
+    /// `(1 − α^{γ+1}) / (1 − α)`.
+    pub expected_tokens_per_step: f64,
+    /// `(1 − α^{γ+1}) / ((1 − α)(γc + 1))`.
+    pub improvement_factor: f64,
+    /// The γ that maximises the improvement factor for this α and c.
+    pub best_gamma: usize,
+    /// The improvement factor at `best_gamma`.
+    pub best_improvement_factor: f64,
+}
+
+/// Largest γ [`TheoryReport::new`] searches for the best γ.
+pub const MAX_SEARCHED_GAMMA: usize = 64;
+
+impl TheoryReport {
+    /// Computes every figure, validating the inputs.
+    pub fn new(alpha: f64, gamma: usize, cost: f64) -> Result<Self> {
+        let (best_gamma, best_improvement_factor) = best_gamma(alpha, cost, MAX_SEARCHED_GAMMA)?;
+        Ok(TheoryReport {
+            alpha,
+            gamma,
+            cost,
+            expected_tokens_per_step: expected_tokens_per_step(alpha, gamma)?,
+            improvement_factor: improvement_factor(alpha, gamma, cost)?,
+            best_gamma,
+            best_improvement_factor,
+        })
+    }
+}
+
+fn check_alpha(alpha: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&alpha) { Ok(()) } else { Err(Error::invalid("alpha", "in [0, 1]", alpha)) }
+}
+
+fn check_gamma(gamma: usize) -> Result<()> {
+    if gamma >= 1 { Ok(()) } else { Err(Error::invalid("gamma", "≥ 1", gamma)) }
+}
+
+fn check_cost(cost: f64) -> Result<()> {
+    if cost.is_finite() && cost >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::invalid("cost", "a finite number ≥ 0 (drafter step time / target step time)", cost))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_tokens_match_the_geometric_series() {
+        for &alpha in &[0.0, 0.3, 0.8, 0.99] {
+            for gamma in 1..8 {
+                let series: f64 = (0..=gamma).map(|i| alpha.powi(i as i32)).sum();
+                assert!((expected_tokens_per_step(alpha, gamma).unwrap() - series).abs() < 1e-12);
+            }
+        }
+        assert_eq!(expected_tokens_per_step(1.0, 4).unwrap(), 5.0);
+    }
+
+    #[test]
+    fn paper_example_values() {
+        // speculative-decoding.txt: α = 0.8, γ = 5 gives about 3.69 tokens per step, and with
+        // c = 0.05 the improvement factor is (1 − 0.8⁶)/(0.2 · 1.25) ≈ 2.95.
+        assert!((expected_tokens_per_step(0.8, 5).unwrap() - 3.68928).abs() < 1e-5);
+        assert!((improvement_factor(0.8, 5, 0.05).unwrap() - 2.951424).abs() < 1e-5);
+    }
+
+    #[test]
+    fn best_gamma_is_a_maximum() {
+        let (gamma, factor) = best_gamma(0.8, 0.05, 64).unwrap();
+        for g in 1..=64 {
+            assert!(improvement_factor(0.8, g, 0.05).unwrap() <= factor + 1e-12);
+        }
+        assert!((factor - improvement_factor(0.8, gamma, 0.05).unwrap()).abs() < 1e-12);
+        // A free drafter with perfect acceptance wants the longest draft.
+        assert_eq!(best_gamma(1.0, 0.0, 10).unwrap().0, 10);
+    }
+
+    #[test]
+    fn acceptance_rate_is_one_minus_total_variation() {
+        let p = [0.5, 0.3, 0.2];
+        let q = [0.2, 0.3, 0.5];
+        assert!((acceptance_rate(&p, &q).unwrap() - 0.7).abs() < 1e-7);
+    }
+
+    #[test]
+    fn out_of_range_inputs_name_the_parameter() {
+        assert!(expected_tokens_per_step(1.5, 3).unwrap_err().to_string().contains("alpha"));
+        assert!(expected_tokens_per_step(0.5, 0).unwrap_err().to_string().contains("gamma"));
+        assert!(improvement_factor(0.5, 3, -1.0).unwrap_err().to_string().contains("cost"));
+        assert!(improvement_factor(f64::NAN, 3, 0.1).is_err());
+    }
+}
