@@ -97,6 +97,71 @@ impl TheoryReport {
     }
 }
 
+/// Counts from replaying reference text through a drafter (dictspec.txt §4.5), and the metrics
+/// DictSpec reports from them.
+///
+/// At each position the drafter proposes up to γ tokens; the longest prefix that equals the
+/// reference is accepted and the position advances by `accepted + 1`, exactly as greedy
+/// verification would. One such advance is one verification step.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmulationCounts {
+    /// Reference tokens replayed.
+    pub tokens: u64,
+    /// Verification steps needed to emit them.
+    pub steps: u64,
+    /// Steps at which the drafter proposed at least one token.
+    pub steps_with_draft: u64,
+    /// Tokens proposed over all steps.
+    pub drafted: u64,
+    /// Proposed tokens that matched the reference.
+    pub accepted: u64,
+}
+
+impl EmulationCounts {
+    /// Records one step: `drafted` tokens proposed, `accepted` of them matched, and
+    /// `accepted + 1` tokens (fewer at the end of the text) emitted.
+    pub fn record_step(&mut self, drafted: usize, accepted: usize, emitted: usize) {
+        self.steps += 1;
+        self.steps_with_draft += u64::from(drafted > 0);
+        self.drafted += drafted as u64;
+        self.accepted += accepted as u64;
+        self.tokens += emitted as u64;
+    }
+
+    /// Adds another replay's counts.
+    pub fn merge(&mut self, other: &EmulationCounts) {
+        self.tokens += other.tokens;
+        self.steps += other.steps;
+        self.steps_with_draft += other.steps_with_draft;
+        self.drafted += other.drafted;
+        self.accepted += other.accepted;
+    }
+
+    /// Emulated speed-up: tokens per verification step (1 = no gain over autoregressive).
+    pub fn speedup(&self) -> f64 {
+        quotient(self.tokens, self.steps)
+    }
+
+    /// Share of steps at which the drafter had a proposal.
+    pub fn coverage(&self) -> f64 {
+        quotient(self.steps_with_draft, self.steps)
+    }
+
+    /// Mean accepted length: accepted tokens per step that had a proposal.
+    pub fn mean_accepted_length(&self) -> f64 {
+        quotient(self.accepted, self.steps_with_draft)
+    }
+
+    /// Share of proposed tokens that were accepted.
+    pub fn acceptance_rate(&self) -> f64 {
+        quotient(self.accepted, self.drafted)
+    }
+}
+
+fn quotient(numerator: u64, denominator: u64) -> f64 {
+    if denominator == 0 { 0.0 } else { numerator as f64 / denominator as f64 }
+}
+
 fn check_alpha(alpha: f64) -> Result<()> {
     if (0.0..=1.0).contains(&alpha) { Ok(()) } else { Err(Error::invalid("alpha", "in [0, 1]", alpha)) }
 }
@@ -152,6 +217,19 @@ mod tests {
         let p = [0.5, 0.3, 0.2];
         let q = [0.2, 0.3, 0.5];
         assert!((acceptance_rate(&p, &q).unwrap() - 0.7).abs() < 1e-7);
+    }
+
+    #[test]
+    fn emulation_metrics_follow_their_definitions() {
+        let mut counts = EmulationCounts::default();
+        counts.record_step(4, 2, 3); // proposed 4, matched 2, emitted 2 + 1
+        counts.record_step(0, 0, 1); // no proposal: one autoregressive token
+        counts.record_step(3, 3, 4);
+        assert_eq!(counts.tokens, 8);
+        assert!((counts.speedup() - 8.0 / 3.0).abs() < 1e-12);
+        assert!((counts.coverage() - 2.0 / 3.0).abs() < 1e-12);
+        assert!((counts.mean_accepted_length() - 2.5).abs() < 1e-12);
+        assert!((counts.acceptance_rate() - 5.0 / 7.0).abs() < 1e-12);
     }
 
     #[test]
