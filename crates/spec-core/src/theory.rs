@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn expected_tokens_match_the_geometric_series() {
-        for &alpha in &[0.0, 0.3, 0.8, 0.99] {
+        for &alpha in &[0.0f64, 0.3, 0.8, 0.99] {
             for gamma in 1..8 {
                 let series: f64 = (0..=gamma).map(|i| alpha.powi(i as i32)).sum();
                 assert!((expected_tokens_per_step(alpha, gamma).unwrap() - series).abs() < 1e-12);
