@@ -6,12 +6,12 @@
 //! - [`sampling`]: logits → the probabilities that are sampled (temperature, top-k, top-p).
 //! - [`verify`]: the verification rules — speculative sampling with full or point-mass draft
 //!   distributions, exact match, the union rule, string-level rejection (SLRS).
-//! - `projection`: carrying a drafter's distribution over another vocabulary onto the
+//! - [`projection`]: carrying a drafter's distribution over another vocabulary onto the
 //!   target's: union, token-level intersection (TLI) and RDK's redistribution.
 //! - [`theory`]: α, expected tokens per step, the walltime improvement factor and the best γ,
 //!   the shortlist bound of DynaSpec and the DictSpec emulation metrics.
 //! - [`engine`]: the [`Drafter`] and [`Target`] traits and the [`generate`] loop.
-//! - `toy`: Markov-chain targets and drafters whose exact output distribution is known, for
+//! - [`toy`]: Markov-chain targets and drafters whose exact output distribution is known, for
 //!   tests and `anyspec simulate`.
 //!
 //! Every rule cites the paper and equation it implements; the papers are listed in the
@@ -40,8 +40,10 @@ mod draft;
 pub mod engine;
 mod error;
 pub mod progress;
+pub mod projection;
 pub mod sampling;
 pub mod theory;
+pub mod toy;
 pub mod verify;
 
 pub use draft::{Draft, DraftOrigin};

@@ -1,0 +1,445 @@
+//! Carrying a drafter's distribution over its own vocabulary onto the target's.
+//!
+//! A drafter with another tokenizer produces `q` over its vocabulary `D`; speculative sampling
+//! needs the distribution the draft was drawn from expressed over the target vocabulary `T`.
+//! The [`IdMap`] pairs the tokens the two vocabularies share (built offline by
+//! `anyspec-vocab-map`), as plain arrays so that anyone can construct one.
+//!
+//! | projection | paper | what happens to mass on `D \ T` |
+//! |---|---|---|
+//! | [`union_projection`] | hetero-vocab-sd.txt Alg 1 | kept; such drafts are always rejected |
+//! | [`tli_projection`] | hetero-vocab-sd.txt Alg 4 | dropped; `q` renormalized on `T ∩ D` |
+//! | [`rdk_exact`] / [`rdk_taylor`] | oov-sampling-rdk.txt Alg 1, Eq. 2–3 | TLI, then spread over all of `T` by an affinity matrix |
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Marks a drafter token with no counterpart in the target vocabulary.
+pub const ABSENT: u32 = u32::MAX;
+
+/// Drafter-token → target-token ids for the tokens both vocabularies share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdMap {
+    drafter_to_target: Vec<u32>,
+    target_size: usize,
+}
+
+impl IdMap {
+    /// Builds a map from `drafter_to_target[d]` (the target id of drafter token `d`, or
+    /// [`ABSENT`]). Errors when an id is outside the target vocabulary or two drafter tokens map
+    /// to one target token (the projection would then not be a distribution over target tokens).
+    pub fn new(drafter_to_target: Vec<u32>, target_size: usize) -> Result<Self> {
+        let mut seen = vec![false; target_size];
+        for &t in &drafter_to_target {
+            if t == ABSENT {
+                continue;
+            }
+            let slot = seen.get_mut(t as usize).ok_or(Error::TokenOutOfRange { token: t, vocab_size: target_size })?;
+            if *slot {
+                return Err(Error::invalid(
+                    "id map",
+                    "one-to-one (each target token paired with at most one drafter token)",
+                    format!("target token {t} paired twice"),
+                ));
+            }
+            *slot = true;
+        }
+        Ok(IdMap { drafter_to_target, target_size })
+    }
+
+    /// The identity map for two equal vocabularies of `size` tokens.
+    pub fn identity(size: usize) -> Self {
+        IdMap { drafter_to_target: (0..size as u32).collect(), target_size: size }
+    }
+
+    /// Size of the drafter vocabulary.
+    pub fn drafter_size(&self) -> usize {
+        self.drafter_to_target.len()
+    }
+
+    /// Size of the target vocabulary.
+    pub fn target_size(&self) -> usize {
+        self.target_size
+    }
+
+    /// The target id of drafter token `d`, if the target has it.
+    pub fn target_of(&self, drafter_token: u32) -> Option<u32> {
+        self.drafter_to_target.get(drafter_token as usize).copied().filter(|&t| t != ABSENT)
+    }
+
+    /// The drafter → target array ([`ABSENT`] where unmatched).
+    pub fn drafter_to_target(&self) -> &[u32] {
+        &self.drafter_to_target
+    }
+
+    /// The inverse array: target → drafter ids ([`ABSENT`] where unmatched).
+    pub fn target_to_drafter(&self) -> Vec<u32> {
+        let mut inverse = vec![ABSENT; self.target_size];
+        for (d, &t) in self.drafter_to_target.iter().enumerate() {
+            if t != ABSENT {
+                inverse[t as usize] = d as u32;
+            }
+        }
+        inverse
+    }
+
+    /// `|T ∩ D|`.
+    pub fn intersection_size(&self) -> usize {
+        self.drafter_to_target.iter().filter(|&&t| t != ABSENT).count()
+    }
+
+    fn check_drafter_len(&self, draft_probs: &[f32]) -> Result<()> {
+        if draft_probs.len() == self.drafter_to_target.len() {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                what: "drafter distribution (drafter vocabulary size of the id map)",
+                expected: self.drafter_to_target.len(),
+                got: draft_probs.len(),
+            })
+        }
+    }
+}
+
+/// The drafter distribution over the union vocabulary, seen from the target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnionProjection {
+    /// `q(d)` at the target id of each shared token, 0 elsewhere; *not* renormalized.
+    pub on_target: Vec<f32>,
+    /// Mass the drafter puts on tokens the target does not have, `q(D \ T)`.
+    pub outside_mass: f64,
+}
+
+/// Union projection (hetero-vocab-sd.txt Algorithm 1): both models are read as distributions
+/// over `T ∪ D`, the target giving 0 to `D \ T` and the drafter 0 to `T \ D`. Sampling the
+/// drafter is unchanged; a drafted token outside `T` is rejected for certain.
+pub fn union_projection(draft_probs: &[f32], map: &IdMap) -> Result<UnionProjection> {
+    map.check_drafter_len(draft_probs)?;
+    let mut on_target = vec![0.0f32; map.target_size];
+    let mut outside_mass = 0.0f64;
+    for (&q, &t) in draft_probs.iter().zip(&map.drafter_to_target) {
+        if t == ABSENT {
+            outside_mass += f64::from(q);
+        } else {
+            on_target[t as usize] = q;
+        }
+    }
+    Ok(UnionProjection { on_target, outside_mass })
+}
+
+/// Token-level intersection (hetero-vocab-sd.txt Algorithm 4): restrict `q` to `T ∩ D` and
+/// renormalize, `q'(t) = q(t) / Σ_{x ∈ T∩D} q(x)`, indexed by target ids. The drafter must sample
+/// from exactly this distribution. Errors when `q` has no mass on the intersection.
+pub fn tli_projection(draft_probs: &[f32], map: &IdMap) -> Result<Vec<f32>> {
+    map.check_drafter_len(draft_probs)?;
+    let shared: f64 =
+        draft_probs.iter().zip(&map.drafter_to_target).filter(|&(_, &t)| t != ABSENT).map(|(&q, _)| f64::from(q)).sum();
+    if shared <= 0.0 || !shared.is_finite() {
+        return Err(Error::EmptyDistribution {
+            what: "the drafter distribution on the shared vocabulary (TLI)",
+            sum: shared,
+        });
+    }
+    let mut projected = vec![0.0f32; map.target_size];
+    for (&q, &t) in draft_probs.iter().zip(&map.drafter_to_target) {
+        if t != ABSENT {
+            projected[t as usize] = (f64::from(q) / shared) as f32;
+        }
+    }
+    Ok(projected)
+}
+
+/// A sparse, row-stochastic `N × N` matrix over target tokens, in CSR form: row `i` says how
+/// RDK spreads the mass a drafter puts on token `i` (oov-sampling-rdk.txt Eq. 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AffinityMatrix {
+    size: usize,
+    row_offsets: Vec<usize>,
+    columns: Vec<u32>,
+    values: Vec<f32>,
+}
+
+/// How far a row sum may stray from 1 (values are stored as `f32`).
+const ROW_SUM_TOLERANCE: f64 = 1e-4;
+
+impl AffinityMatrix {
+    /// Builds the matrix from CSR arrays, checking that every row is a probability vector.
+    ///
+    /// An empty row means "keep the mass where it is" (an implicit 1 on the diagonal), so a
+    /// matrix that covers only some tokens is still row-stochastic.
+    pub fn from_csr(size: usize, row_offsets: Vec<usize>, columns: Vec<u32>, values: Vec<f32>) -> Result<Self> {
+        if row_offsets.len() != size + 1 {
+            return Err(Error::LengthMismatch {
+                what: "affinity row offsets (N + 1)",
+                expected: size + 1,
+                got: row_offsets.len(),
+            });
+        }
+        if columns.len() != values.len() || row_offsets.last() != Some(&columns.len()) || row_offsets[0] != 0 {
+            return Err(Error::LengthMismatch {
+                what: "affinity columns and values (the last row offset)",
+                expected: row_offsets.last().copied().unwrap_or(0),
+                got: columns.len().min(values.len()),
+            });
+        }
+        for row in 0..size {
+            let (start, end) = (row_offsets[row], row_offsets[row + 1]);
+            if start > end || end > columns.len() {
+                return Err(Error::invalid(
+                    "affinity row offsets",
+                    "non-decreasing",
+                    format!("row {row}: {start}..{end}"),
+                ));
+            }
+            let mut sum = 0.0f64;
+            for k in start..end {
+                let (c, v) = (columns[k], values[k]);
+                if c as usize >= size {
+                    return Err(Error::TokenOutOfRange { token: c, vocab_size: size });
+                }
+                if !(v >= 0.0 && v.is_finite()) {
+                    return Err(Error::InvalidProbability { what: "an affinity row", index: c as usize, value: v });
+                }
+                sum += f64::from(v);
+            }
+            if start != end && (sum - 1.0).abs() > ROW_SUM_TOLERANCE {
+                return Err(Error::invalid(
+                    "affinity rows",
+                    "row-stochastic (each row sums to 1)",
+                    format!("row {row} sums to {sum}"),
+                ));
+            }
+        }
+        Ok(AffinityMatrix { size, row_offsets, columns, values })
+    }
+
+    /// Builds row-stochastic rows from raw affinity scores with temperature `tau`:
+    /// `M_ij = exp(a_ij/τ) / Σ_k exp(a_ik/τ)` over the stored entries of row `i`
+    /// (the softmax kernel of Eq. 2, restricted to each row's kept neighbours).
+    pub fn from_scores(scores: &SparseScores, tau: f64) -> Result<Self> {
+        check_tau(tau)?;
+        let mut values = Vec::with_capacity(scores.values.len());
+        for row in 0..scores.size {
+            let range = scores.row_offsets[row]..scores.row_offsets[row + 1];
+            let max = scores.values[range.clone()].iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+            let weights: Vec<f64> = scores.values[range].iter().map(|&v| ((f64::from(v) - max) / tau).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            values.extend(weights.iter().map(|w| (w / total) as f32));
+        }
+        AffinityMatrix::from_csr(scores.size, scores.row_offsets.clone(), scores.columns.clone(), values)
+    }
+
+    /// Number of target tokens `N`.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The CSR arrays: row offsets, column ids, values.
+    pub fn csr(&self) -> (&[usize], &[u32], &[f32]) {
+        (&self.row_offsets, &self.columns, &self.values)
+    }
+}
+
+/// Raw (not yet normalized) affinity scores `a_ij` in CSR form, for example pointwise mutual
+/// information of co-occurring target tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SparseScores {
+    /// Number of target tokens `N`.
+    pub size: usize,
+    /// `N + 1` offsets into `columns` / `values`.
+    pub row_offsets: Vec<usize>,
+    /// Column ids, each `< N`.
+    pub columns: Vec<u32>,
+    /// Finite scores.
+    pub values: Vec<f32>,
+}
+
+impl SparseScores {
+    fn validate(&self) -> Result<()> {
+        if self.row_offsets.len() != self.size + 1 || self.row_offsets.last() != Some(&self.columns.len()) {
+            return Err(Error::LengthMismatch {
+                what: "score row offsets (N + 1)",
+                expected: self.size + 1,
+                got: self.row_offsets.len(),
+            });
+        }
+        if self.columns.len() != self.values.len() {
+            return Err(Error::LengthMismatch {
+                what: "score values",
+                expected: self.columns.len(),
+                got: self.values.len(),
+            });
+        }
+        if let Some(&c) = self.columns.iter().find(|&&c| c as usize >= self.size) {
+            return Err(Error::TokenOutOfRange { token: c, vocab_size: self.size });
+        }
+        if let Some((i, &v)) = self.values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::InvalidProbability { what: "affinity scores", index: i, value: v });
+        }
+        Ok(())
+    }
+}
+
+/// RDK, exact (oov-sampling-rdk.txt Algorithm 1): `p' = Mᵀ q'`, where `q'` is the TLI projection
+/// of the drafter distribution (over target ids). Costs O(entries of the rows `q'` touches).
+///
+/// The result is the distribution the drafter samples from and the one verification uses, so a
+/// draft may contain target tokens the drafter itself cannot produce.
+pub fn rdk_exact(tli_probs: &[f32], affinity: &AffinityMatrix) -> Result<Vec<f32>> {
+    if tli_probs.len() != affinity.size {
+        return Err(Error::LengthMismatch {
+            what: "TLI distribution (affinity size)",
+            expected: affinity.size,
+            got: tli_probs.len(),
+        });
+    }
+    let mut out = vec![0.0f64; affinity.size];
+    for (i, &q) in tli_probs.iter().enumerate() {
+        if q <= 0.0 {
+            continue;
+        }
+        let q = f64::from(q);
+        let (start, end) = (affinity.row_offsets[i], affinity.row_offsets[i + 1]);
+        if start == end {
+            out[i] += q;
+        }
+        for k in start..end {
+            out[affinity.columns[k] as usize] += q * f64::from(affinity.values[k]);
+        }
+    }
+    normalize(out, "the RDK distribution")
+}
+
+/// RDK's first-order form (reconstruction of oov-sampling-rdk.txt Eq. 3; the paper's text was not
+/// available when this was written, see the repository's notes).
+///
+/// Exact RDK with the dense softmax kernel `M_ij = exp(a_ij/τ) / Σ_k exp(a_ik/τ)` over *all* `N`
+/// target tokens (a missing score counts as 0) costs O(N) per touched row, O(N²) in the worst
+/// case. Expanding `exp(x) ≈ 1 + x` under the assumption `|a_ij| / τ ≪ 1` gives
+///
+/// `p'_j ≈ 1/N + (1/(Nτ)) (Σ_i q'_i a_ij − Σ_i q'_i ā_i)`, with `ā_i = (1/N) Σ_k a_ik`,
+///
+/// which costs O(N + stored scores of the rows `q'` touches). The first-order terms sum to zero,
+/// so the result sums to 1; entries the expansion drives below zero (outside its assumption) are
+/// clipped and the vector renormalized, so it is always a distribution and verification against
+/// it stays exact.
+pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
+    scores.validate()?;
+    check_tau(tau)?;
+    let n = scores.size;
+    if tli_probs.len() != n {
+        return Err(Error::LengthMismatch {
+            what: "TLI distribution (score matrix size)",
+            expected: n,
+            got: tli_probs.len(),
+        });
+    }
+    let nf = n as f64;
+    let mut shifted = vec![0.0f64; n];
+    let mut mean_term = 0.0f64;
+    for (i, &q) in tli_probs.iter().enumerate() {
+        if q <= 0.0 {
+            continue;
+        }
+        let q = f64::from(q);
+        let range = scores.row_offsets[i]..scores.row_offsets[i + 1];
+        let row_sum: f64 = scores.values[range.clone()].iter().map(|&v| f64::from(v)).sum();
+        mean_term += q * row_sum / nf;
+        for k in range {
+            shifted[scores.columns[k] as usize] += q * f64::from(scores.values[k]);
+        }
+    }
+    let out = shifted.iter().map(|&s| ((1.0 + (s - mean_term) / tau) / nf).max(0.0)).collect();
+    normalize(out, "the first-order RDK distribution")
+}
+
+/// The dense softmax-kernel RDK that [`rdk_taylor`] approximates, computed exactly in O(N · rows
+/// touched). For tests and for measuring the approximation, not for the hot path.
+pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
+    scores.validate()?;
+    check_tau(tau)?;
+    let n = scores.size;
+    if tli_probs.len() != n {
+        return Err(Error::LengthMismatch {
+            what: "TLI distribution (score matrix size)",
+            expected: n,
+            got: tli_probs.len(),
+        });
+    }
+    let mut out = vec![0.0f64; n];
+    let mut row = vec![0.0f64; n];
+    for (i, &q) in tli_probs.iter().enumerate() {
+        if q <= 0.0 {
+            continue;
+        }
+        row.iter_mut().for_each(|r| *r = 0.0);
+        for k in scores.row_offsets[i]..scores.row_offsets[i + 1] {
+            row[scores.columns[k] as usize] = f64::from(scores.values[k]) / tau;
+        }
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+        let total: f64 = row.iter().map(|&v| (v - max).exp()).sum();
+        for (o, &v) in out.iter_mut().zip(&row) {
+            *o += f64::from(q) * (v - max).exp() / total;
+        }
+    }
+    normalize(out, "the dense-kernel RDK distribution")
+}
+
+fn check_tau(tau: f64) -> Result<()> {
+    if tau.is_finite() && tau > 0.0 { Ok(()) } else { Err(Error::invalid("tau", "a finite number > 0", tau)) }
+}
+
+fn normalize(values: Vec<f64>, what: &'static str) -> Result<Vec<f32>> {
+    let total: f64 = values.iter().sum();
+    if total <= 0.0 || !total.is_finite() {
+        return Err(Error::EmptyDistribution { what, sum: total });
+    }
+    Ok(values.into_iter().map(|v| (v / total) as f32).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> IdMap {
+        // Drafter tokens 0, 1, 2, 3; the target (size 4) has drafter 0 as 2 and drafter 2 as 0.
+        IdMap::new(vec![2, ABSENT, 0, ABSENT], 4).unwrap()
+    }
+
+    #[test]
+    fn union_keeps_outside_mass_aside() {
+        let u = union_projection(&[0.1, 0.2, 0.3, 0.4], &map()).unwrap();
+        assert_eq!(u.on_target, vec![0.3, 0.0, 0.1, 0.0]);
+        assert!((u.outside_mass - 0.6).abs() < 1e-7);
+    }
+
+    #[test]
+    fn tli_renormalizes_on_the_intersection() {
+        let q = tli_projection(&[0.1, 0.2, 0.3, 0.4], &map()).unwrap();
+        assert!((q[0] - 0.75).abs() < 1e-6 && (q[2] - 0.25).abs() < 1e-6 && q[1] == 0.0 && q[3] == 0.0);
+        assert!(tli_projection(&[0.0, 0.5, 0.0, 0.5], &map()).is_err());
+    }
+
+    #[test]
+    fn maps_must_be_one_to_one_and_in_range() {
+        assert!(IdMap::new(vec![1, 1], 3).is_err());
+        assert!(IdMap::new(vec![5], 3).is_err());
+        assert_eq!(map().target_to_drafter(), vec![2, ABSENT, 0, ABSENT]);
+        assert_eq!(map().intersection_size(), 2);
+    }
+
+    #[test]
+    fn rdk_moves_mass_along_affinity_rows() {
+        // Row 0 keeps half its mass and gives half to token 3; other rows are the identity.
+        let m = AffinityMatrix::from_csr(4, vec![0, 2, 2, 2, 2], vec![0, 3], vec![0.5, 0.5]).unwrap();
+        let p = rdk_exact(&[0.8, 0.2, 0.0, 0.0], &m).unwrap();
+        assert_eq!(p, vec![0.4, 0.2, 0.0, 0.4]);
+        assert!(AffinityMatrix::from_csr(2, vec![0, 1, 1], vec![1], vec![0.7]).is_err(), "row 0 sums to 0.7");
+    }
+}
