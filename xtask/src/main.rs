@@ -1,5 +1,7 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
+mod dict_fixtures;
+
 use clap::{Parser, Subcommand};
 
 /// Project pipelines, run as `cargo xtask <command>`.
@@ -17,6 +19,17 @@ enum Command {
         #[command(subcommand)]
         which: Repro,
     },
+    /// Regenerate committed test fixtures.
+    Fixtures {
+        #[command(subcommand)]
+        which: Fixtures,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Fixtures {
+    /// The tiny BPE tokenizer under crates/dict-builder/tests/data, trained on the corpus there.
+    Dict,
 }
 
 #[derive(Debug, Subcommand)]
@@ -26,5 +39,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Repro { which } => match which {},
+        Command::Fixtures { which } => match which {
+            Fixtures::Dict => dict_fixtures::run(),
+        },
     }
 }

@@ -1,0 +1,221 @@
+//! Streaming a corpus: plain text or JSONL, optionally gzip-compressed, in chunks of whole lines.
+//!
+//! Corpora are read once, front to back, and never held in memory whole: the reader hands out
+//! chunks of complete lines (about [`CHUNK_BYTES`] each) that counting threads work on while the
+//! next chunk is read.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyspec_core::{Progress, ProgressUnit};
+use flate2::read::MultiGzDecoder;
+
+use crate::error::{Error, Result};
+
+/// Approximate size of the chunks handed to [`for_each_chunk`]'s callback.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// How corpus files are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorpusOptions {
+    /// The string field holding the text in JSONL files (files named `*.jsonl` or `*.jsonl.gz`).
+    pub text_field: String,
+}
+
+impl Default for CorpusOptions {
+    fn default() -> Self {
+        CorpusOptions { text_field: "text".to_string() }
+    }
+}
+
+/// Whether a path names a JSONL file (`.jsonl`, optionally followed by `.gz`).
+fn is_jsonl(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")
+}
+
+/// Counts the raw (compressed) bytes read, for progress.
+struct CountingReader<'a, R> {
+    inner: R,
+    progress: &'a dyn Progress,
+}
+
+impl<R: Read> Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.advance(n as u64);
+        Ok(n)
+    }
+}
+
+/// Opens a corpus file, transparently decompressing gzip (recognised by its magic bytes, not its
+/// name, so a mislabelled file still reads correctly).
+fn open<'a>(path: &Path, progress: &'a dyn Progress) -> Result<Box<dyn BufRead + 'a>> {
+    let mut file = File::open(path).map_err(Error::io("open", path))?;
+    let mut magic = [0u8; 2];
+    let got = read_up_to(&mut file, &mut magic).map_err(Error::io("read", path))?;
+    drop(file);
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    let counting = CountingReader { inner: file, progress };
+    if got == 2 && magic == [0x1f, 0x8b] {
+        Ok(Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(BufReader::new(counting)))))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 16, counting)))
+    }
+}
+
+fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// Total size in bytes of the files, for a progress bar with a known end.
+pub fn total_size(paths: &[PathBuf]) -> Result<u64> {
+    paths.iter().map(|p| Ok(std::fs::metadata(p).map_err(Error::io("read", p))?.len())).sum()
+}
+
+/// Reads every file in turn and calls `on_chunk` with chunks of whole lines of text.
+///
+/// Plain-text lines are passed as they are; each JSONL record contributes its text field
+/// followed by a newline, so that no n-gram spans two records. Progress is reported in raw file
+/// bytes under the stage name `"reading corpus"`.
+///
+/// # Errors
+/// [`Error::Io`] for unreadable files, [`Error::InvalidUtf8`] naming the file and the byte offset
+/// of the first invalid byte, [`Error::InvalidJsonl`] for a JSONL line without the text field,
+/// and whatever `on_chunk` returns.
+pub fn for_each_chunk(
+    paths: &[PathBuf],
+    options: &CorpusOptions,
+    progress: &dyn Progress,
+    mut on_chunk: impl FnMut(String) -> Result<()>,
+) -> Result<()> {
+    progress.start("reading corpus", Some(total_size(paths)?), ProgressUnit::Bytes);
+    for path in paths {
+        let mut reader = open(path, progress)?;
+        let jsonl = is_jsonl(path);
+        let mut chunk = String::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 3));
+        let mut line = Vec::new();
+        let mut offset: u64 = 0;
+        let mut line_number: u64 = 0;
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(Error::io("read", path))?;
+            if n == 0 {
+                break;
+            }
+            line_number += 1;
+            let text = std::str::from_utf8(&line)
+                .map_err(|e| Error::InvalidUtf8 { path: path.clone(), offset: offset + e.valid_up_to() as u64 })?;
+            offset += n as u64;
+            if jsonl {
+                if text.trim().is_empty() {
+                    continue;
+                }
+                chunk.push_str(&jsonl_text(text, &options.text_field, path, line_number)?);
+                chunk.push('\n');
+            } else {
+                chunk.push_str(text);
+                if !text.ends_with('\n') {
+                    chunk.push('\n');
+                }
+            }
+            if chunk.len() >= CHUNK_BYTES {
+                on_chunk(std::mem::take(&mut chunk))?;
+                chunk.reserve(CHUNK_BYTES + (CHUNK_BYTES >> 3));
+            }
+        }
+        if !chunk.is_empty() {
+            on_chunk(chunk)?;
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
+fn jsonl_text(line: &str, field: &str, path: &Path, line_number: u64) -> Result<String> {
+    let problem = |problem: String| Error::InvalidJsonl {
+        path: path.to_path_buf(),
+        line: line_number,
+        field: field.to_string(),
+        problem,
+    };
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| problem(format!("not JSON ({e})")))?;
+    match value.get(field) {
+        Some(serde_json::Value::String(text)) => Ok(text.clone()),
+        Some(other) => Err(problem(format!("field \"{field}\" is not a string but {other}"))),
+        None => Err(problem(format!("no field \"{field}\""))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use anyspec_core::NoProgress;
+
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("anyspec-corpus-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn read_all(paths: &[PathBuf]) -> Result<String> {
+        let mut all = String::new();
+        for_each_chunk(paths, &CorpusOptions::default(), &NoProgress, |chunk| {
+            all.push_str(&chunk);
+            Ok(())
+        })?;
+        Ok(all)
+    }
+
+    #[test]
+    fn plain_gzip_and_jsonl_give_the_same_text() {
+        let dir = temp_dir("formats");
+        let plain = dir.join("a.txt");
+        std::fs::write(&plain, "one two\nthree").unwrap();
+        let gz = dir.join("b.txt.gz");
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all("one two\nthree\n".as_bytes()).unwrap();
+        std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+        let jsonl = dir.join("c.jsonl");
+        std::fs::write(&jsonl, "{\"text\": \"one two\", \"id\": 1}\n\n{\"text\": \"three\"}\n").unwrap();
+        for path in [&plain, &gz, &jsonl] {
+            assert_eq!(read_all(std::slice::from_ref(path)).unwrap(), "one two\nthree\n", "{}", path.display());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_file_and_offset() {
+        let dir = temp_dir("utf8");
+        let path = dir.join("bad.txt");
+        std::fs::write(&path, b"good line\nab\xffcd\n").unwrap();
+        let err = read_all(std::slice::from_ref(&path)).unwrap_err();
+        match &err {
+            Error::InvalidUtf8 { offset, .. } => assert_eq!(*offset, 12),
+            other => panic!("expected InvalidUtf8, got {other:?}"),
+        }
+        assert!(err.to_string().contains("bad.txt") && err.to_string().contains("12"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn jsonl_without_the_field_is_a_clear_error() {
+        let dir = temp_dir("jsonl");
+        let path = dir.join("x.jsonl");
+        std::fs::write(&path, "{\"text\": \"fine\"}\n{\"body\": \"no\"}\n").unwrap();
+        let err = read_all(std::slice::from_ref(&path)).unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("\"text\""), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,83 @@
+//! Build parameters of a dictionary, recorded in its header.
+
+use serde::{Deserialize, Serialize};
+
+use crate::counts::MAX_ORDER;
+use crate::error::{Error, Result};
+
+/// Most tokens in a dictionary key (the context suffix that is looked up).
+pub const MAX_PREFIX_LIMIT: usize = 8;
+/// Most tokens in a stored continuation.
+pub const MAX_CONTINUATION_LIMIT: usize = 8;
+
+/// How a dictionary is built from n-gram counts (dictspec.txt §3.1, §4.4).
+///
+/// The §4.4 values are not in the notes available to us; the defaults follow the issue text
+/// (n1+n2+n3, 200k entries, prefixes and continuations of at most 8 tokens) and the rest are our
+/// choices, documented on each field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BuildParams {
+    /// Word n-gram orders that contribute (for example `[1, 2, 3]`).
+    pub orders: Vec<usize>,
+    /// Most frequent n-grams kept before tokenizing, over all orders together.
+    pub max_ngrams: usize,
+    /// N-grams seen fewer times are dropped before tokenizing (ours: singletons are mostly noise
+    /// and half of all distinct n-grams).
+    pub min_count: u64,
+    /// Most entries (prefixes) kept, the most frequent first.
+    pub max_entries: usize,
+    /// A prefix keeps its most probable continuation only when that continuation's share of the
+    /// prefix's count is at least this.
+    pub min_prob: f64,
+    /// Prefixes longer than this keep their last `max_prefix` tokens (≤ 8).
+    pub max_prefix: usize,
+    /// Continuations longer than this keep their first `max_continuation` tokens (≤ 8).
+    pub max_continuation: usize,
+}
+
+impl Default for BuildParams {
+    fn default() -> Self {
+        BuildParams {
+            orders: vec![1, 2, 3],
+            max_ngrams: 2_000_000,
+            min_count: 2,
+            max_entries: 200_000,
+            min_prob: 0.1,
+            max_prefix: 8,
+            max_continuation: 8,
+        }
+    }
+}
+
+impl BuildParams {
+    /// The highest order used.
+    pub fn max_order(&self) -> usize {
+        self.orders.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Checks every field against its allowed range.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        if self.orders.is_empty() || self.orders.iter().any(|&o| !(1..=MAX_ORDER).contains(&o)) {
+            return Err(Error::invalid("orders", "a non-empty list of orders in 1..=8", format!("{:?}", self.orders)));
+        }
+        if self.max_ngrams == 0 {
+            return Err(Error::invalid("max_ngrams", "≥ 1", 0));
+        }
+        if self.max_entries == 0 {
+            return Err(Error::invalid("max_entries", "≥ 1", 0));
+        }
+        if !(self.min_prob.is_finite() && (0.0..=1.0).contains(&self.min_prob)) {
+            return Err(Error::invalid("min_prob", "in [0, 1]", self.min_prob));
+        }
+        if !(1..=MAX_PREFIX_LIMIT).contains(&self.max_prefix) {
+            return Err(Error::invalid("max_prefix", "in 1..=8", self.max_prefix));
+        }
+        if !(1..=MAX_CONTINUATION_LIMIT).contains(&self.max_continuation) {
+            return Err(Error::invalid("max_continuation", "in 1..=8", self.max_continuation));
+        }
+        Ok(())
+    }
+}

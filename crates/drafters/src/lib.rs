@@ -1,0 +1,24 @@
+//! # anyspec-drafters
+//!
+//! Draft sources behind [`anyspec_core::Drafter`]:
+//!
+//! - [`DictionaryDrafter`]: DictSpec's static n-gram dictionary — the longest suffix of the
+//!   context that is a key proposes its stored continuation.
+//! - [`PromptLookup`]: match the last n tokens against earlier context (prompt and generated
+//!   text) and propose what followed.
+//! - [`Hybrid`]: one of the two first, the other as fallback (DictSpec's hybrid).
+//!
+//! All three are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an empty
+//! draft when nothing matches), so verification by exact match keeps any temperature lossless.
+
+#![deny(missing_docs)]
+
+mod dictionary;
+mod error;
+mod hybrid;
+mod prompt_lookup;
+
+pub use dictionary::DictionaryDrafter;
+pub use error::{Error, Result};
+pub use hybrid::{Hybrid, HybridOrder};
+pub use prompt_lookup::{MAX_NGRAM_LIMIT, PromptLookup, PromptLookupConfig};
