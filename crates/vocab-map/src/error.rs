@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::Fingerprint;
+
 /// Everything that can go wrong while loading tokenizers, building or reading vocabulary maps
 /// and computing statistics.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +31,107 @@ pub enum Error {
     EmptyVocabulary {
         /// The file.
         path: PathBuf,
+    },
+    /// Encoding or decoding text failed inside the `tokenizers` crate.
+    #[error("tokenizer {name} failed to {action} text: {message}")]
+    Codec {
+        /// The tokenizer's name (its path).
+        name: String,
+        /// `encode` or `decode`.
+        action: &'static str,
+        /// What the `tokenizers` crate reported.
+        message: String,
+    },
+    /// A match mode other than `raw` or `bytes`.
+    #[error("unknown match mode {value:?}: use `raw` (equal token strings) or `bytes` (equal byte surfaces)")]
+    UnknownMatchMode {
+        /// The rejected value.
+        value: String,
+    },
+    /// The file is shorter than its header or than the length the header announces.
+    #[error("{} is truncated: {len} bytes, at least {needed} expected; rebuild it", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: usize,
+        /// The length it should have at least.
+        needed: usize,
+    },
+    /// The file does not start with the magic of a vocabulary map.
+    #[error("{} is not an anyspec vocabulary map (it starts with {found:02x?}, expected {expected:02x?})", path.display())]
+    BadMagic {
+        /// The file.
+        path: PathBuf,
+        /// Its first bytes.
+        found: Vec<u8>,
+        /// The magic.
+        expected: Vec<u8>,
+    },
+    /// The file was written in another format version.
+    #[error(
+        "{} has vocabulary-map format version {found}, this build reads version {expected}; rebuild it with `anyspec vocab build`",
+        path.display()
+    )]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version this build reads.
+        expected: u32,
+        /// The version in the file.
+        found: u32,
+    },
+    /// The checksum does not match: the file was damaged after it was written.
+    #[error("{} is corrupt: its checksum does not match its content (stored {stored}, computed {computed}); rebuild it", path.display())]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// The checksum stored in the file, hex.
+        stored: String,
+        /// The checksum of the content, hex.
+        computed: String,
+    },
+    /// The payload passed the checksum but could not be decoded or is inconsistent.
+    #[error("{} is not a valid vocabulary map: {reason}", path.display())]
+    InvalidMap {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The map was built for another tokenizer.
+    #[error(
+        "{} was built for a {role} tokenizer with fingerprint {in_file}, but the {role} tokenizer {name} has fingerprint {given}; \
+         pass the tokenizer the map was built for, or rebuild the map with `anyspec vocab build`",
+        path.display()
+    )]
+    WrongTokenizer {
+        /// The map file.
+        path: PathBuf,
+        /// `target` or `drafter`.
+        role: &'static str,
+        /// The fingerprint recorded in the file.
+        in_file: Fingerprint,
+        /// The fingerprint of the tokenizer given.
+        given: Fingerprint,
+        /// The name (path) of the tokenizer given.
+        name: String,
+    },
+    /// The map could not be serialized.
+    #[error("cannot serialize the vocabulary map: {message}")]
+    Encode {
+        /// What bincode reported.
+        message: String,
+    },
+    /// A parameter is out of its valid range.
+    #[error("invalid {what}: {value} ({expected})")]
+    InvalidParameter {
+        /// The parameter.
+        what: &'static str,
+        /// Its value.
+        value: String,
+        /// What would be valid.
+        expected: &'static str,
     },
 }
 

@@ -8,10 +8,15 @@
 
 #![deny(missing_docs)]
 
+pub mod artifact;
 mod error;
 mod fingerprint;
+mod map;
+mod surface;
 mod vocabulary;
 
 pub use error::Error;
 pub use fingerprint::Fingerprint;
+pub use map::{ABSENT, MapSide, MatchMode, VocabMap};
+pub use surface::{SurfaceStyle, byte_of_char, char_of_byte};
 pub use vocabulary::{Token, TokenKind, Vocabulary};

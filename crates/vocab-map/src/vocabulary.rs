@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tokenizers::Tokenizer;
 
-use crate::{Error, Fingerprint};
+use crate::{Error, Fingerprint, SurfaceStyle};
 
 /// How a token entered the vocabulary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,6 +50,13 @@ pub struct Vocabulary {
     /// Indexed by id; `None` where no token has that id (a hole in the id space).
     tokens: Vec<Option<Token>>,
     fingerprint: Fingerprint,
+    style: SurfaceStyle,
+    /// Every token's byte surface, concatenated in id order; id `i` owns
+    /// `surface_bytes[surface_offsets[i]..surface_offsets[i + 1]]` (empty for a hole).
+    surface_bytes: Vec<u8>,
+    surface_offsets: Vec<usize>,
+    /// Whether each id is a byte-fallback token `<0xNN>`.
+    byte_fallback: Vec<bool>,
 }
 
 impl std::fmt::Debug for Vocabulary {
@@ -101,7 +108,20 @@ impl Vocabulary {
         let fingerprint = Fingerprint::of_canonical(
             tokens.iter().map(|slot| slot.as_ref().map(|t| (t.raw.as_str(), t.kind.canonical_byte()))),
         );
-        Ok(Vocabulary { name, tokenizer, tokens, fingerprint })
+        let style = SurfaceStyle::detect(&tokenizer);
+        let mut surface_bytes = Vec::new();
+        let mut surface_offsets = Vec::with_capacity(tokens.len() + 1);
+        let mut byte_fallback = Vec::with_capacity(tokens.len());
+        surface_offsets.push(0);
+        for slot in &tokens {
+            let is_byte = match slot {
+                Some(token) => style.surface_into(&token.raw, token.kind, &mut surface_bytes),
+                None => false,
+            };
+            byte_fallback.push(is_byte);
+            surface_offsets.push(surface_bytes.len());
+        }
+        Ok(Vocabulary { name, tokenizer, tokens, fingerprint, style, surface_bytes, surface_offsets, byte_fallback })
     }
 
     /// The tokenizer, for encoding and decoding text.
@@ -144,5 +164,24 @@ impl Vocabulary {
     /// Every `(id, token)` in id order, skipping unused ids.
     pub fn tokens(&self) -> impl Iterator<Item = (u32, &Token)> + '_ {
         self.tokens.iter().enumerate().filter_map(|(id, t)| t.as_ref().map(|t| (id as u32, t)))
+    }
+
+    /// How this tokenizer spells text in its tokens.
+    pub fn style(&self) -> &SurfaceStyle {
+        &self.style
+    }
+
+    /// The bytes token `id` contributes to decoded text (see [`SurfaceStyle`]): `Ġthe`, `▁the`
+    /// and a word-initial WordPiece `the` all give ` the`, `<0x0A>` gives a newline. `None` for
+    /// an unused id.
+    pub fn surface(&self, id: u32) -> Option<&[u8]> {
+        self.token(id)?;
+        let id = id as usize;
+        Some(&self.surface_bytes[self.surface_offsets[id]..self.surface_offsets[id + 1]])
+    }
+
+    /// Whether token `id` is a SentencePiece byte-fallback token `<0xNN>`.
+    pub fn is_byte_fallback(&self, id: u32) -> bool {
+        self.byte_fallback.get(id as usize).copied().unwrap_or(false)
     }
 }
