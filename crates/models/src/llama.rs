@@ -1,0 +1,297 @@
+//! The Llama-family decoder: embeddings, pre-norm attention + SwiGLU layers, final norm, LM head.
+//!
+//! Batch size is always one (speculative decoding verifies one sequence at a time), so
+//! activations are `[positions, width]` and attention runs per key/value head.
+
+use std::path::Path;
+
+use burn::tensor::activation::{silu, softmax};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::cache::KvCache;
+use crate::config::LlamaConfig;
+use crate::error::{Error, Result};
+use crate::rope::Rope;
+use crate::weights::{WeightFiles, transpose};
+
+/// A `Linear` layer stored as `[in, out]` so that `x.matmul(weight)` needs no transpose.
+#[derive(Clone, Debug)]
+struct Linear {
+    weight: Tensor<2>,
+    bias: Option<Tensor<2>>,
+}
+
+impl Linear {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let y = x.matmul(self.weight.clone());
+        match &self.bias {
+            Some(bias) => y + bias.clone(),
+            None => y,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Layer {
+    input_norm: Tensor<2>,
+    post_attention_norm: Tensor<2>,
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+/// Where token embeddings come from.
+#[derive(Clone, Debug)]
+enum Embeddings {
+    /// A separate `[vocab, hidden]` matrix.
+    Own(Tensor<2>),
+    /// Tied to the LM head: columns of the `[hidden, vocab]` head, so the matrix is held once.
+    Tied,
+}
+
+/// A loaded Llama-family model. Cheap to clone: tensors are reference-counted.
+#[derive(Clone, Debug)]
+pub struct Llama {
+    config: LlamaConfig,
+    device: Device,
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+    norm: Tensor<2>,
+    /// `[hidden, vocab]`.
+    lm_head: Tensor<2>,
+    rope: Rope,
+}
+
+impl Llama {
+    /// Loads the weights of the checkpoint in `dir` (model.safetensors or a sharded index) for
+    /// `config`, converting f16/bf16 to f32.
+    pub fn load(dir: &Path, config: LlamaConfig, device: &Device) -> Result<Self> {
+        let mut files = WeightFiles::open(dir)?;
+        Loader { files: &mut files, config: &config, device, prefix: "" }.load()
+    }
+
+    /// The configuration the model was built from.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and values
+    /// to `cache`, and returns the logits of the last `logits_rows` positions,
+    /// `[logits_rows, vocab]`, still on the device.
+    ///
+    /// One call over k tokens gives the same logits as k calls over one token each: the causal
+    /// mask lets position `i` see the cache and the new positions up to `i`.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
+        let c = &self.config;
+        let len = tokens.len();
+        if len == 0 {
+            return Err(Error::InvalidArgument("a forward pass needs at least one token".into()));
+        }
+        if logits_rows == 0 || logits_rows > len {
+            return Err(Error::InvalidArgument(format!(
+                "asked for the logits of {logits_rows} positions from a pass over {len} tokens; \
+                 ask for 1..={len}"
+            )));
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(Error::TokenOutOfRange { token, vocab_size: c.vocab_size });
+        }
+        if cache.num_layers() != c.num_layers {
+            return Err(Error::InvalidArgument(format!(
+                "the KV cache was made for {} layers but the model has {}; make it with Llama::new_cache",
+                cache.num_layers(),
+                c.num_layers
+            )));
+        }
+        let start = cache.len();
+        if start + len > c.max_position_embeddings {
+            return Err(Error::ContextFull { needed: start + len, max: c.max_position_embeddings });
+        }
+
+        let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
+        let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [len]), &self.device);
+        let mut h = match &self.embeddings {
+            Embeddings::Own(table) => table.clone().select(0, ids),
+            Embeddings::Tied => self.lm_head.clone().select(1, ids).transpose(),
+        };
+
+        let (cos, sin) = self.rope.tables(start, len);
+        let cos = Tensor::<3>::from_data(TensorData::new(cos, [1, len, c.head_dim]), &self.device);
+        let sin = Tensor::<3>::from_data(TensorData::new(sin, [1, len, c.head_dim]), &self.device);
+        let total = start + len;
+        let mask = Tensor::<4>::from_data(TensorData::new(self.mask(start, len), [1, 1, len, total]), &self.device);
+
+        for (index, layer) in self.layers.iter().enumerate() {
+            let attn = self.attention(
+                layer,
+                index,
+                rms_norm(h.clone(), &layer.input_norm, c.rms_norm_eps),
+                &cos,
+                &sin,
+                &mask,
+                cache,
+            );
+            h = h + attn;
+            let x = rms_norm(h.clone(), &layer.post_attention_norm, c.rms_norm_eps);
+            let mlp = layer.down_proj.forward(silu(layer.gate_proj.forward(x.clone())) * layer.up_proj.forward(x));
+            h = h + mlp;
+        }
+        cache.advance(len);
+
+        let last = h.narrow(0, len - logits_rows, logits_rows);
+        Ok(rms_norm(last, &self.norm, c.rms_norm_eps).matmul(self.lm_head.clone()))
+    }
+
+    /// A fresh cache for this model.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.config.num_layers)
+    }
+
+    /// Additive mask `[len, start + len]`: 0 where query `start + i` may see key `j`, −∞ elsewhere.
+    fn mask(&self, start: usize, len: usize) -> Vec<f32> {
+        let total = start + len;
+        let window = self.config.sliding_window.unwrap_or(usize::MAX);
+        let mut mask = vec![f32::NEG_INFINITY; len * total];
+        for i in 0..len {
+            let query = start + i;
+            for key in 0..=query {
+                // transformers' sliding window keeps keys with query − key < window.
+                if query - key < window {
+                    mask[i * total + key] = 0.0;
+                }
+            }
+        }
+        mask
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        layer: &Layer,
+        index: usize,
+        x: Tensor<2>,
+        cos: &Tensor<3>,
+        sin: &Tensor<3>,
+        mask: &Tensor<4>,
+        cache: &mut KvCache,
+    ) -> Tensor<2> {
+        let c = &self.config;
+        let len = x.dims()[0];
+        let (heads, kv_heads, head_dim) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let group = heads / kv_heads;
+        let split = |t: Tensor<2>, n: usize| t.reshape([len, n, head_dim]).swap_dims(0, 1);
+        let q = rotate(split(layer.q_proj.forward(x.clone()), heads), cos, sin);
+        let k = rotate(split(layer.k_proj.forward(x.clone()), kv_heads), cos, sin);
+        let v = split(layer.v_proj.forward(x), kv_heads);
+        let (k, v) = cache.append(index, k, v);
+        let total = k.dims()[1];
+
+        // Grouped-query attention without copying keys: the `group` query heads that share a
+        // key/value head are stacked along the position axis.
+        let q = q.reshape([kv_heads, group * len, head_dim]);
+        let scores = q.matmul(k.swap_dims(1, 2)).mul_scalar(1.0 / (head_dim as f64).sqrt());
+        let scores = scores.reshape([kv_heads, group, len, total]) + mask.clone();
+        let weights = softmax(scores, 3).reshape([kv_heads, group * len, total]);
+        let out = weights.matmul(v).reshape([heads, len, head_dim]).swap_dims(0, 1).reshape([len, heads * head_dim]);
+        layer.o_proj.forward(out)
+    }
+}
+
+/// `x · rsqrt(mean(x²) + ε) · w`, as `LlamaRMSNorm`.
+fn rms_norm(x: Tensor<2>, weight: &Tensor<2>, eps: f64) -> Tensor<2> {
+    let scale = x.clone().square().mean_dim(1).add_scalar(eps).sqrt().recip();
+    x * scale * weight.clone()
+}
+
+/// `x · cos + rotate_half(x) · sin` with `rotate_half([a, b]) = [−b, a]`.
+fn rotate(x: Tensor<3>, cos: &Tensor<3>, sin: &Tensor<3>) -> Tensor<3> {
+    let half = x.dims()[2] / 2;
+    let first = x.clone().narrow(2, 0, half);
+    let second = x.clone().narrow(2, half, half);
+    let rotated = Tensor::cat(vec![second.neg(), first], 2);
+    x * cos.clone() + rotated * sin.clone()
+}
+
+/// Reads every tensor of the architecture, checking names and shapes as it goes.
+struct Loader<'a> {
+    files: &'a mut WeightFiles,
+    config: &'a LlamaConfig,
+    device: &'a Device,
+    prefix: &'static str,
+}
+
+impl Loader<'_> {
+    fn load(mut self) -> Result<Llama> {
+        // Base-model checkpoints (LlamaModel) name tensors without the `model.` prefix.
+        self.prefix = if self.files.contains("embed_tokens.weight") { "" } else { "model." };
+        let c = self.config;
+        let (hidden, vocab) = (c.hidden_size, c.vocab_size);
+        let q_width = c.num_heads * c.head_dim;
+        let kv_width = c.num_kv_heads * c.head_dim;
+        let mut layers = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let p = format!("layers.{i}");
+            layers.push(Layer {
+                input_norm: self.vector(&format!("{p}.input_layernorm.weight"), hidden)?,
+                post_attention_norm: self.vector(&format!("{p}.post_attention_layernorm.weight"), hidden)?,
+                q_proj: self.linear(&format!("{p}.self_attn.q_proj"), hidden, q_width, c.qkv_bias)?,
+                k_proj: self.linear(&format!("{p}.self_attn.k_proj"), hidden, kv_width, c.qkv_bias)?,
+                v_proj: self.linear(&format!("{p}.self_attn.v_proj"), hidden, kv_width, c.qkv_bias)?,
+                o_proj: self.linear(&format!("{p}.self_attn.o_proj"), q_width, hidden, c.o_bias)?,
+                gate_proj: self.linear(&format!("{p}.mlp.gate_proj"), hidden, c.intermediate_size, c.mlp_bias)?,
+                up_proj: self.linear(&format!("{p}.mlp.up_proj"), hidden, c.intermediate_size, c.mlp_bias)?,
+                down_proj: self.linear(&format!("{p}.mlp.down_proj"), c.intermediate_size, hidden, c.mlp_bias)?,
+            });
+        }
+        let norm = self.vector("norm.weight", hidden)?;
+        let embed_name = format!("{}embed_tokens.weight", self.prefix);
+        let embed = self.files.read_f32(&embed_name, &[vocab, hidden])?;
+        let (embeddings, lm_head) = if c.tie_word_embeddings || !self.files.contains("lm_head.weight") {
+            if !c.tie_word_embeddings {
+                return Err(Error::MissingTensor { tensor: "lm_head.weight".into(), expected: vec![vocab, hidden] });
+            }
+            (Embeddings::Tied, self.matrix(transpose(&embed, vocab, hidden), hidden, vocab))
+        } else {
+            let head = self.files.read_f32("lm_head.weight", &[vocab, hidden])?;
+            (
+                Embeddings::Own(self.matrix(embed, vocab, hidden)),
+                self.matrix(transpose(&head, vocab, hidden), hidden, vocab),
+            )
+        };
+        Ok(Llama {
+            config: c.clone(),
+            device: self.device.clone(),
+            embeddings,
+            layers,
+            norm,
+            lm_head,
+            rope: Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling),
+        })
+    }
+
+    fn matrix(&self, values: Vec<f32>, rows: usize, cols: usize) -> Tensor<2> {
+        Tensor::from_data(TensorData::new(values, [rows, cols]), self.device)
+    }
+
+    /// A 1-D checkpoint tensor as a `[1, len]` row that broadcasts over positions.
+    fn vector(&mut self, name: &str, len: usize) -> Result<Tensor<2>> {
+        let values = self.files.read_f32(&format!("{}{name}", self.prefix), &[len])?;
+        Ok(self.matrix(values, 1, len))
+    }
+
+    fn linear(&mut self, name: &str, input: usize, output: usize, bias: bool) -> Result<Linear> {
+        let weight = self.files.read_f32(&format!("{}{name}.weight", self.prefix), &[output, input])?;
+        let weight = self.matrix(transpose(&weight, output, input), input, output);
+        let bias = if bias { Some(self.vector(&format!("{name}.bias"), output)?) } else { None };
+        Ok(Linear { weight, bias })
+    }
+}

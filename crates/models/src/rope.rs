@@ -1,0 +1,90 @@
+//! Rotary position embeddings, including Llama 3's frequency-dependent rescaling.
+//!
+//! The tables are computed on the host for just the positions of each forward pass: a full
+//! table for a 128k-token context window would cost hundreds of megabytes per model.
+
+use crate::config::RopeScaling;
+
+/// The inverse frequencies of one model; `cos`/`sin` rows are made per forward pass.
+#[derive(Clone, Debug)]
+pub(crate) struct Rope {
+    inv_freq: Vec<f32>,
+    head_dim: usize,
+}
+
+impl Rope {
+    /// `inv_freq[i] = theta^(−2i/d)`, then rescaled as `transformers` does for the rope type.
+    pub(crate) fn new(head_dim: usize, theta: f64, scaling: &RopeScaling) -> Self {
+        let half = head_dim / 2;
+        let base: Vec<f64> = (0..half).map(|i| 1.0 / theta.powf((2 * i) as f64 / head_dim as f64)).collect();
+        let scaled: Vec<f64> = match *scaling {
+            RopeScaling::None => base,
+            RopeScaling::Linear { factor } => base.iter().map(|f| f / factor).collect(),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                // transformers.modeling_rope_utils._compute_llama3_parameters.
+                let low_freq_wavelen = original_max_position_embeddings / low_freq_factor;
+                let high_freq_wavelen = original_max_position_embeddings / high_freq_factor;
+                base.iter()
+                    .map(|&f| {
+                        let wavelen = 2.0 * std::f64::consts::PI / f;
+                        if wavelen > low_freq_wavelen {
+                            f / factor
+                        } else if wavelen < high_freq_wavelen {
+                            f
+                        } else {
+                            let smooth = (original_max_position_embeddings / wavelen - low_freq_factor)
+                                / (high_freq_factor - low_freq_factor);
+                            (1.0 - smooth) * f / factor + smooth * f
+                        }
+                    })
+                    .collect()
+            }
+        };
+        Rope { inv_freq: scaled.into_iter().map(|f| f as f32).collect(), head_dim }
+    }
+
+    /// `cos` and `sin` for positions `start..start + len`, each `[len, head_dim]` row-major with
+    /// the half-width table repeated twice (the `rotate_half` convention of Hugging Face).
+    pub(crate) fn tables(&self, start: usize, len: usize) -> (Vec<f32>, Vec<f32>) {
+        let mut cos = Vec::with_capacity(len * self.head_dim);
+        let mut sin = Vec::with_capacity(len * self.head_dim);
+        for position in start..start + len {
+            for _ in 0..2 {
+                for &f in &self.inv_freq {
+                    // transformers multiplies in f32, then takes cos/sin in f32.
+                    let angle = position as f32 * f;
+                    cos.push(angle.cos());
+                    sin.push(angle.sin());
+                }
+            }
+        }
+        (cos, sin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_zero_is_the_identity() {
+        let (cos, sin) = Rope::new(8, 10_000.0, &RopeScaling::None).tables(0, 1);
+        assert!(cos.iter().all(|&c| c == 1.0) && sin.iter().all(|&s| s == 0.0));
+    }
+
+    #[test]
+    fn llama3_scaling_keeps_high_frequencies_and_slows_low_ones() {
+        let scaling = RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64.0,
+        };
+        let plain = Rope::new(16, 500_000.0, &RopeScaling::None);
+        let scaled = Rope::new(16, 500_000.0, &scaling);
+        // The first frequency (wavelength 2π < 64 / 4) is untouched, the last (huge wavelength) is /8.
+        assert_eq!(plain.inv_freq[0], scaled.inv_freq[0]);
+        let last = plain.inv_freq.len() - 1;
+        assert!((plain.inv_freq[last] / 8.0 - scaled.inv_freq[last]).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,96 @@
+//! Our logits against transformers' at every prompt position: full forward, incremental
+//! decoding, and k-token verification with rollbacks.
+
+use anyspec_kernels::readback::read_rows;
+use anyspec_models::Checkpoint;
+
+use crate::common::{FIXTURES, fixture_dir, load, max_abs_diff, reference};
+
+const TOLERANCE: f32 = 1e-4;
+
+#[test]
+fn tokenizer_matches_the_reference_ids() {
+    for name in FIXTURES {
+        let tokenizer = Checkpoint::open(fixture_dir(name)).unwrap().tokenizer().unwrap();
+        let ids = tokenizer.encode("The quick brown fox jumps over the lazy dog while speculative decoding").unwrap();
+        assert_eq!(ids, reference(name).input_ids, "{name}");
+    }
+}
+
+#[test]
+fn full_forward_matches_transformers() {
+    for name in FIXTURES {
+        let model = load(name);
+        let reference = reference(name);
+        let mut cache = model.new_cache();
+        let n = reference.input_ids.len();
+        let logits = read_rows(model.forward(&reference.input_ids, &mut cache, n).unwrap()).unwrap();
+        let diff = max_abs_diff(&logits, &reference.logits);
+        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        assert_eq!(cache.len(), n);
+    }
+}
+
+#[test]
+fn incremental_decoding_matches_transformers() {
+    for name in FIXTURES {
+        let model = load(name);
+        let reference = reference(name);
+        let mut cache = model.new_cache();
+        let mut rows = Vec::new();
+        for &token in &reference.input_ids {
+            rows.extend(read_rows(model.forward(&[token], &mut cache, 1).unwrap()).unwrap());
+        }
+        let diff = max_abs_diff(&rows, &reference.logits);
+        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+    }
+}
+
+#[test]
+fn k_token_verification_with_rollback_matches_transformers() {
+    for name in FIXTURES {
+        let model = load(name);
+        let reference = reference(name);
+        let ids = &reference.input_ids;
+        for k in [2, 3, 5, 8] {
+            let mut cache = model.new_cache();
+            let mut rows = vec![Vec::new(); ids.len()];
+            // Prefill 4 tokens, then score k tokens at a time; after each pass roll back the last
+            // two positions (a rejection) and rescore them with the next chunk.
+            let prefill = read_rows(model.forward(&ids[..4], &mut cache, 4).unwrap()).unwrap();
+            rows[..4].clone_from_slice(&prefill);
+            let mut start = 4;
+            while start < ids.len() {
+                let end = (start + k).min(ids.len());
+                let scored = read_rows(model.forward(&ids[start..end], &mut cache, end - start).unwrap()).unwrap();
+                for (offset, row) in scored.into_iter().enumerate() {
+                    rows[start + offset] = row;
+                }
+                if end == ids.len() {
+                    break;
+                }
+                let rollback = if end - start > 2 { 2 } else { 0 };
+                cache.truncate(end - rollback);
+                start = end - rollback;
+            }
+            let diff = max_abs_diff(&rows, &reference.logits);
+            assert!(diff <= TOLERANCE, "{name}, k = {k}: max |Δ| = {diff}");
+        }
+    }
+}
+
+#[test]
+fn sliding_window_matters_for_the_mistral_fixture() {
+    // Guards the fixture itself: if the 5-token window did not change the logits, the Mistral
+    // comparison above would not test the window at all.
+    let model = load("mistral-window-f16");
+    let reference = reference("mistral-window-f16");
+    let mut config = model.config().clone();
+    config.sliding_window = None;
+    let device = anyspec_models::DeviceChoice::Cpu.device().unwrap();
+    let unwindowed = anyspec_models::Llama::load(&fixture_dir("mistral-window-f16"), config, &device).unwrap();
+    let mut cache = unwindowed.new_cache();
+    let n = reference.input_ids.len();
+    let logits = read_rows(unwindowed.forward(&reference.input_ids, &mut cache, n).unwrap()).unwrap();
+    assert!(max_abs_diff(&logits, &reference.logits) > 1e-2);
+}

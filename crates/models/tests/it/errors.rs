@@ -1,0 +1,90 @@
+//! Broken checkpoints give errors that name the tensor, the shapes and the fix.
+
+use std::path::{Path, PathBuf};
+
+use anyspec_models::{Checkpoint, DeviceChoice, Error};
+
+/// Copies a fixture to a fresh temporary directory and edits its config.json.
+fn edited_copy(name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let source = crate::common::fixture_dir(name);
+    let dir = std::env::temp_dir().join(format!(
+        "anyspec-models-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let config_path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    dir
+}
+
+fn load_err(dir: &Path) -> Error {
+    let device = DeviceChoice::Cpu.device().unwrap();
+    match Checkpoint::open(dir).and_then(|c| c.load_model(&device)) {
+        Ok(_) => panic!("loading {} should fail", dir.display()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn a_shape_mismatch_names_the_tensor_and_both_shapes() {
+    let dir = edited_copy("llama3-gqa", |c| c["intermediate_size"] = 130.into());
+    let err = load_err(&dir);
+    let text = err.to_string();
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{text}");
+    assert!(text.contains("model.layers.0.mlp.gate_proj.weight"), "{text}");
+    assert!(text.contains("[128, 64]") && text.contains("[130, 64]"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_missing_lm_head_is_named() {
+    // The Qwen2 fixture ties its embeddings, so its file has no lm_head.weight.
+    let dir = edited_copy("qwen2-tied-bf16", |c| c["tie_word_embeddings"] = false.into());
+    let text = load_err(&dir).to_string();
+    assert!(text.contains("lm_head.weight") && text.contains("missing"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_unsupported_model_type_is_named() {
+    let dir = edited_copy("llama3-gqa", |c| c["model_type"] = "gpt_neox".into());
+    let text = load_err(&dir).to_string();
+    assert!(text.contains("gpt_neox"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn truncated_weights_are_an_error_not_a_panic() {
+    let dir = edited_copy("llama3-gqa", |_| {});
+    let weights = dir.join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_err(&dir);
+    assert!(matches!(err, Error::Safetensors { .. }), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_directory_without_config_is_explained() {
+    let err = Checkpoint::open(std::env::temp_dir().join("anyspec-no-such-checkpoint")).unwrap_err();
+    assert!(err.to_string().contains("config.json"), "{err}");
+}
+
+#[test]
+fn tokens_outside_the_vocabulary_and_context_are_errors() {
+    let model = crate::common::load("llama3-gqa");
+    let mut cache = model.new_cache();
+    assert!(matches!(model.forward(&[320], &mut cache, 1), Err(Error::TokenOutOfRange { token: 320, .. })));
+    let long = vec![5u32; 129];
+    assert!(matches!(model.forward(&long, &mut cache, 1), Err(Error::ContextFull { needed: 129, max: 128 })));
+    assert!(model.forward(&[], &mut cache, 1).is_err());
+    assert_eq!(cache.len(), 0, "failed passes leave the cache alone");
+}

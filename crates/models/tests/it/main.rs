@@ -1,0 +1,6 @@
+//! Integration tests of anyspec-models, compiled as one binary.
+
+mod common;
+mod conformance;
+mod errors;
+mod generation;
