@@ -7,6 +7,8 @@
 //! - [`PromptLookup`]: match the last n tokens against earlier context (prompt and generated
 //!   text) and propose what followed.
 //! - [`Hybrid`]: one of the two first, the other as fallback (DictSpec's hybrid).
+//! - [`ModelDrafter`]: a smaller burn model sharing the target's tokenizer, sampling its own
+//!   distribution (or greedy at temperature 0).
 //!
 //! All three are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an empty
 //! draft when nothing matches), so verification by exact match keeps any temperature lossless.
@@ -16,9 +18,11 @@
 mod dictionary;
 mod error;
 mod hybrid;
+mod model;
 mod prompt_lookup;
 
 pub use dictionary::DictionaryDrafter;
 pub use error::{Error, Result};
 pub use hybrid::{Hybrid, HybridOrder};
+pub use model::ModelDrafter;
 pub use prompt_lookup::{MAX_NGRAM_LIMIT, PromptLookup, PromptLookupConfig};

@@ -87,3 +87,93 @@ impl Drafter for ModelDrafter {
         Ok(if sampling.is_greedy() { Draft::deterministic(tokens) } else { Draft::sampled(tokens, distributions) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ops::ControlFlow;
+    use std::path::PathBuf;
+
+    use anyspec_core::{DraftOrigin, GenerationConfig, generate};
+    use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+
+    /// The conformance fixtures of anyspec-models share one 320-token tokenizer.
+    fn load(name: &str) -> Llama {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data").join(name);
+        Checkpoint::open(dir).unwrap().load_model(&DeviceChoice::Cpu.device().unwrap()).unwrap()
+    }
+
+    fn prompt() -> Vec<u32> {
+        vec![1, 54, 260, 223, 83, 87, 75, 69, 77, 278]
+    }
+
+    fn run(drafter: Option<&mut ModelDrafter>, sampling: SamplingConfig, seed: u64) -> anyspec_core::Generation {
+        let mut target = LlamaTarget::new(load("llama3-gqa"));
+        let config = GenerationConfig { gamma: 4, max_new_tokens: 40, sampling, ..GenerationConfig::default() };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let drafter = drafter.map(|d| d as &mut dyn Drafter);
+        generate(&mut target, drafter, &prompt(), &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap()
+    }
+
+    #[test]
+    fn greedy_speculative_decoding_equals_autoregressive_decoding() {
+        let plain = run(None, SamplingConfig::greedy(), 0);
+        let mut drafter = ModelDrafter::new(load("qwen2-tied-bf16"), 320);
+        let speculative = run(Some(&mut drafter), SamplingConfig::greedy(), 0);
+        assert_eq!(speculative.tokens, plain.tokens);
+        assert!(speculative.stats.steps < plain.stats.steps || speculative.stats.accepted == 0);
+        assert!(speculative.stats.drafted > 0);
+    }
+
+    #[test]
+    fn the_target_drafting_for_itself_is_always_accepted() {
+        // p = q at every position (up to float rounding between one- and k-token passes), so
+        // speculative sampling accepts every drafted token: this checks that the drafter reports
+        // exactly the distributions it sampled from, after the same transform as the target.
+        let mut drafter = ModelDrafter::new(load("llama3-gqa"), 320);
+        let out = run(Some(&mut drafter), SamplingConfig::new(0.8, None, 1.0).unwrap(), 7);
+        assert!(out.stats.acceptance_rate() > 0.97, "{:?}", out.stats);
+    }
+
+    #[test]
+    fn sampled_drafts_carry_normalized_distributions_that_contain_the_tokens() {
+        let mut drafter = ModelDrafter::new(load("mistral-window-f16"), 320);
+        let mut rng = StdRng::seed_from_u64(3);
+        let draft = drafter.propose(&prompt(), 5, &SamplingConfig::default(), &mut rng).unwrap();
+        let DraftOrigin::Sampled { distributions, outside_target: None } = &draft.origin else {
+            panic!("expected a sampled draft, got {:?}", draft.origin);
+        };
+        assert_eq!((draft.len(), distributions.len()), (5, 5));
+        for (token, q) in draft.tokens.iter().zip(distributions) {
+            let sum: f64 = q.iter().map(|&x| f64::from(x)).sum();
+            assert!((sum - 1.0).abs() < 1e-4 && q.len() == 320 && q[*token as usize] > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_changed_context_rolls_the_cache_back() {
+        let mut reused = ModelDrafter::new(load("mistral-window-f16"), 320);
+        let greedy = SamplingConfig::greedy();
+        let mut rng = StdRng::seed_from_u64(0);
+        let first = reused.propose(&prompt(), 4, &greedy, &mut rng).unwrap();
+        // The target rejected everything after the first drafted token and corrected it.
+        let mut context = prompt();
+        context.push(first.tokens[0]);
+        context.push((first.tokens[1] + 1) % 320);
+        let again = reused.propose(&context, 4, &greedy, &mut rng).unwrap();
+        let fresh = ModelDrafter::new(load("mistral-window-f16"), 320).propose(&context, 4, &greedy, &mut rng).unwrap();
+        assert_eq!(again, fresh);
+    }
+
+    #[test]
+    fn a_larger_target_vocabulary_gets_zero_probability_beyond_the_drafter() {
+        let mut drafter = ModelDrafter::new(load("mistral-window-f16"), 400);
+        let mut rng = StdRng::seed_from_u64(1);
+        let draft = drafter.propose(&prompt(), 2, &SamplingConfig::default(), &mut rng).unwrap();
+        let DraftOrigin::Sampled { distributions, .. } = &draft.origin else { panic!() };
+        assert!(distributions.iter().all(|q| q.len() == 400 && q[320..].iter().all(|&x| x == 0.0)));
+    }
+}
