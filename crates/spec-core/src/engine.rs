@@ -172,6 +172,8 @@ pub struct Stats {
     pub drafted: u64,
     /// Drafted tokens accepted.
     pub accepted: u64,
+    /// Steps at which a drafted token was rejected (at most one per step).
+    pub rejected: u64,
     /// Tokens emitted (accepted + one per step, less anything cut by a stop condition).
     pub generated: u64,
     /// Wall time spent in the drafter.
@@ -184,6 +186,13 @@ impl Stats {
     /// Accepted / drafted, the empirical α when every step drafts (0 when nothing was drafted).
     pub fn acceptance_rate(&self) -> f64 {
         ratio(self.accepted, self.drafted)
+    }
+
+    /// Share of acceptance tests passed, `accepted / (accepted + rejected)`: the estimate of the
+    /// per-token acceptance probability α of the theory. (`acceptance_rate` also counts drafted
+    /// tokens after a rejection, which were never tested, so it is lower than α.)
+    pub fn per_token_acceptance(&self) -> f64 {
+        ratio(self.accepted, self.accepted + self.rejected)
     }
 
     /// Mean number of drafted tokens accepted per step.
@@ -202,6 +211,7 @@ impl Stats {
         self.steps += other.steps;
         self.drafted += other.drafted;
         self.accepted += other.accepted;
+        self.rejected += other.rejected;
         self.generated += other.generated;
         self.draft_time += other.draft_time;
         self.verify_time += other.verify_time;
@@ -286,6 +296,7 @@ pub fn generate(
         stats.drafted += draft.len() as u64
             + u64::from(matches!(draft.origin, DraftOrigin::Sampled { outside_target: Some(_), .. }));
         stats.accepted += verdict.accepted as u64;
+        stats.rejected += u64::from(!verdict.bonus);
 
         let mut stop = None;
         for &token in &sequence[committed..] {

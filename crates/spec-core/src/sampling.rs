@@ -103,32 +103,46 @@ pub fn logits_to_probs_into(logits: &[f32], config: &SamplingConfig, out: &mut V
 
 /// Zeroes every weight outside the top-k, then outside the smallest top-p nucleus.
 ///
-/// Ties are broken towards the lower token id so the result is deterministic.
+/// Ties are broken towards the lower token id so the result is deterministic. Only the candidates
+/// that can be in the result are sorted: the top `m` are selected in O(|V|) and `m` doubles until
+/// they hold the nucleus, so a 128k vocabulary costs a selection and a small sort, not a full sort.
 fn truncate(weights: &mut [f64], top_k: usize, top_p: f64) {
-    let mut order: Vec<u32> = (0..weights.len() as u32).filter(|&i| weights[i as usize] > 0.0).collect();
+    let mut candidates: Vec<u32> = (0..weights.len() as u32).filter(|&i| weights[i as usize] > 0.0).collect();
     let by_weight_desc = |a: &u32, b: &u32| weights[*b as usize].total_cmp(&weights[*a as usize]).then(a.cmp(b));
-    if top_k < order.len() {
-        order.select_nth_unstable_by(top_k - 1, by_weight_desc);
-        order.truncate(top_k);
-    }
-    order.sort_unstable_by(by_weight_desc);
-    let mut keep = order.len();
-    if top_p < 1.0 {
-        let total: f64 = order.iter().map(|&i| weights[i as usize]).sum();
-        let mut cumulative = 0.0;
-        for (rank, &i) in order.iter().enumerate() {
-            cumulative += weights[i as usize];
-            if cumulative >= top_p * total {
-                keep = rank + 1;
-                break;
-            }
+    let total: f64 = candidates.iter().map(|&i| weights[i as usize]).sum();
+    let limit = top_k.min(candidates.len());
+    let mut m = limit.min(1024);
+    let kept = loop {
+        let mut head = candidates.clone();
+        if m < head.len() {
+            head.select_nth_unstable_by(m - 1, by_weight_desc);
+            head.truncate(m);
         }
+        head.sort_unstable_by(by_weight_desc);
+        if top_p >= 1.0 {
+            break head;
+        }
+        let mut cumulative = 0.0;
+        let nucleus = head.iter().position(|&i| {
+            cumulative += weights[i as usize];
+            cumulative >= top_p * total
+        });
+        match nucleus {
+            Some(rank) => {
+                head.truncate(rank + 1);
+                break head;
+            }
+            // The nucleus is larger than the head; a top-k limit that cuts first decides.
+            None if m >= limit => break head,
+            None => m = (m * 2).min(limit),
+        }
+    };
+    candidates.clear();
+    let mut keep = vec![false; weights.len()];
+    for i in kept {
+        keep[i as usize] = true;
     }
-    let mut kept = vec![false; weights.len()];
-    for &i in &order[..keep] {
-        kept[i as usize] = true;
-    }
-    for (w, keep) in weights.iter_mut().zip(kept) {
+    for (w, keep) in weights.iter_mut().zip(keep) {
         if !keep {
             *w = 0.0;
         }
@@ -182,13 +196,17 @@ pub(crate) fn sample_weighted<R: Rng + ?Sized>(
     what: &'static str,
     rng: &mut R,
 ) -> Result<u32> {
-    let mut total = 0.0;
+    // One branch-free pass for the total and the minimum; the offending index is looked up only
+    // on the error path.
+    let (mut total, mut min) = (0.0f64, f64::INFINITY);
     for i in 0..len {
         let w = weight(i);
-        if !(w >= 0.0 && w.is_finite()) {
-            return Err(Error::InvalidProbability { what, index: i, value: w as f32 });
-        }
         total += w;
+        min = min.min(w);
+    }
+    if !(min >= 0.0 && total.is_finite()) || min.is_nan() {
+        let index = (0..len).find(|&i| !(weight(i) >= 0.0 && weight(i).is_finite())).unwrap_or(0);
+        return Err(Error::InvalidProbability { what, index, value: weight(index) as f32 });
     }
     if total <= 0.0 {
         return Err(Error::EmptyDistribution { what, sum: total });

@@ -97,6 +97,49 @@ impl TheoryReport {
     }
 }
 
+/// Expected number of accepted drafted tokens per step when position `i` of the draft is
+/// accepted with probability `alphas[i]` given that all earlier ones were:
+/// `E[L] = Σ_{k=1}^{γ} Π_{i≤k} α_i` (the position-wise generalisation of Eq. 1 minus the bonus
+/// token, as used by dynaspec.txt §5 for position-dependent shortlists).
+pub fn expected_accepted_length(alphas: &[f64]) -> Result<f64> {
+    let mut product = 1.0;
+    let mut total = 0.0;
+    for &alpha in alphas {
+        check_alpha(alpha)?;
+        product *= alpha;
+        total += product;
+    }
+    Ok(total)
+}
+
+/// Bounds on the acceptance rate of a drafter restricted to a shortlist `S` and renormalized
+/// there, `q_S = q·1_S / q(S)` (dynaspec.txt Thm 5.3, restated; the paper's text was not available
+/// when this was written, so the statement and proof here are ours):
+///
+/// `α − (1 − q(S)) ≤ α_S ≤ p(S)`, where `α = Σ min(p, q)` is the full-vocabulary rate.
+///
+/// Proof. On `S`, `q_S ≥ q`, so `Σ_{x∈S} min(p, q_S) ≥ Σ_{x∈S} min(p, q) = α − Σ_{x∉S} min(p, q)
+/// ≥ α − q(S^c)`. And `min(p, q_S) ≤ p` on `S` while `q_S = 0` off it, so `α_S ≤ p(S)`. ∎
+///
+/// Returns `(lower, upper)`, the lower bound clipped at 0. Feeding the lower bounds of each
+/// position to [`expected_accepted_length`] bounds the mean accepted length of a shortlisted
+/// drafter from below, which is how a position-aware budget (a larger shortlist early in the
+/// draft, where acceptance compounds) is chosen.
+pub fn shortlist_acceptance_bounds(
+    alpha: f64,
+    draft_mass_in_shortlist: f64,
+    target_mass_in_shortlist: f64,
+) -> Result<(f64, f64)> {
+    check_alpha(alpha)?;
+    if !(0.0..=1.0).contains(&draft_mass_in_shortlist) || draft_mass_in_shortlist == 0.0 {
+        return Err(Error::invalid("draft_mass_in_shortlist", "in (0, 1]", draft_mass_in_shortlist));
+    }
+    if !(0.0..=1.0).contains(&target_mass_in_shortlist) {
+        return Err(Error::invalid("target_mass_in_shortlist", "in [0, 1]", target_mass_in_shortlist));
+    }
+    Ok(((alpha - (1.0 - draft_mass_in_shortlist)).max(0.0), target_mass_in_shortlist))
+}
+
 /// Counts from replaying reference text through a drafter (dictspec.txt §4.5), and the metrics
 /// DictSpec reports from them.
 ///
@@ -217,6 +260,43 @@ mod tests {
         let p = [0.5, 0.3, 0.2];
         let q = [0.2, 0.3, 0.5];
         assert!((acceptance_rate(&p, &q).unwrap() - 0.7).abs() < 1e-7);
+    }
+
+    #[test]
+    fn accepted_length_is_the_sum_of_prefix_products() {
+        assert!((expected_accepted_length(&[0.5, 0.5, 0.5]).unwrap() - (0.5 + 0.25 + 0.125)).abs() < 1e-12);
+        let alpha = 0.7;
+        let gamma = 4;
+        let expected = expected_tokens_per_step(alpha, gamma).unwrap() - 1.0;
+        assert!((expected_accepted_length(&[alpha; 4]).unwrap() - expected).abs() < 1e-12);
+        assert!(expected_accepted_length(&[0.5, 1.2]).is_err());
+    }
+
+    #[test]
+    fn shortlist_bounds_hold_on_random_cases() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        for _ in 0..2_000 {
+            let n = 8;
+            let mut p: Vec<f64> = (0..n).map(|_| rng.random::<f64>().powi(3)).collect();
+            let mut q: Vec<f64> = (0..n).map(|_| rng.random::<f64>().powi(3)).collect();
+            let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
+            p.iter_mut().for_each(|x| *x /= sp);
+            q.iter_mut().for_each(|x| *x /= sq);
+            let shortlist: Vec<bool> = (0..n).map(|i| i == 0 || rng.random::<f64>() < 0.5).collect();
+            let q_mass: f64 = (0..n).filter(|&i| shortlist[i]).map(|i| q[i]).sum();
+            let p_mass: f64 = (0..n).filter(|&i| shortlist[i]).map(|i| p[i]).sum();
+            if q_mass == 0.0 {
+                continue;
+            }
+            let alpha: f64 = (0..n).map(|i| p[i].min(q[i])).sum();
+            let alpha_s: f64 = (0..n).filter(|&i| shortlist[i]).map(|i| p[i].min(q[i] / q_mass)).sum();
+            let (lower, upper) = shortlist_acceptance_bounds(alpha.min(1.0), q_mass.min(1.0), p_mass.min(1.0)).unwrap();
+            assert!(lower <= alpha_s + 1e-9 && alpha_s <= upper + 1e-9, "{lower} ≤ {alpha_s} ≤ {upper}");
+        }
+        // The lower bound is attained: q entirely off the shortlist except a sliver.
+        let (lower, _) = shortlist_acceptance_bounds(0.9, 0.2, 0.5).unwrap();
+        assert!((lower - 0.1).abs() < 1e-12);
     }
 
     #[test]

@@ -201,6 +201,33 @@ impl MarkovDrafter {
         Ok(MarkovDrafter { chain, bridge, mode })
     }
 
+    /// The drafter's chain (rows by last target token, columns over drafter tokens).
+    pub fn chain(&self) -> &MarkovChain {
+        &self.chain
+    }
+
+    /// The distribution over target tokens of the token this drafter proposes after `last`: the
+    /// `q` of `α = Σ min(p, q)`. Greedy drafters give a point mass; union gives the mass on shared
+    /// tokens only (the rest is drafted outside the target and always rejected); a bridge that
+    /// leaves no mass gives all zeros (nothing is drafted).
+    pub fn proposal_distribution(&self, last: u32, sampling: &SamplingConfig) -> Result<Vec<f32>> {
+        let drafter_probs = logits_to_probs(&self.chain.logits(last)?, sampling)?;
+        let target_size = match &self.bridge {
+            Bridge::Same => drafter_probs.len(),
+            Bridge::Union(map) | Bridge::Tli(map) | Bridge::Rdk(map, _) => map.target_size(),
+        };
+        let q = self.target_distribution(&drafter_probs)?.unwrap_or_else(|| vec![0.0; target_size]);
+        Ok(match self.mode {
+            DraftMode::Sample => q,
+            DraftMode::Greedy if q.iter().all(|&p| p == 0.0) => q,
+            DraftMode::Greedy => {
+                let mut point = vec![0.0; q.len()];
+                point[argmax(&q) as usize] = 1.0;
+                point
+            }
+        })
+    }
+
     /// The distribution over target ids the drafter samples from after `last`, or `None` when
     /// the bridge leaves it no mass (TLI with nothing on the intersection).
     fn target_distribution(&self, drafter_probs: &[f32]) -> Result<Option<Vec<f32>>> {

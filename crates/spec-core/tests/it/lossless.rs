@@ -252,3 +252,32 @@ fn heterogeneous_greedy_drafters_are_lossless_under_sampling() {
     let drafter = other_vocab_drafter(5, 1001, Bridge::Tli(partial_map()), DraftMode::Greedy);
     assert_lossless("TLI greedy drafter", &target, Some(drafter), &config(3, t(0.9)), 1001);
 }
+
+/// SLRS (hetero-vocab-sd.txt Alg 3, lines 6–8): when the proposed target token `t` is distributed
+/// as ψ, accepting with min(1, p/ψ) and otherwise drawing from max(p − ψ, 0) emits exactly `p`.
+/// With a ψ that is not the distribution `t` was drawn from, the same test fails.
+#[test]
+fn string_level_rejection_emits_the_target_distribution() {
+    use anyspec_core::sampling::sample;
+    use anyspec_core::verify::string_level_rejection;
+
+    let mut rng = StdRng::seed_from_u64(1201);
+    let p = MarkovChain::random(1, 8, 1.5, &mut rng).next(0).unwrap().to_vec();
+    let psi = MarkovChain::random(1, 8, 1.5, &mut rng).next(0).unwrap().to_vec();
+    let wrong_psi = MarkovChain::random(1, 8, 1.5, &mut rng).next(0).unwrap().to_vec();
+    let expected: Vec<f64> = p.iter().map(|&x| f64::from(x)).collect();
+    for (claimed, should_pass) in [(&psi, true), (&wrong_psi, false)] {
+        let mut counts = vec![0u64; 8];
+        for _ in 0..SAMPLES {
+            let t = sample(&psi, &mut rng).unwrap();
+            let emitted = string_level_rejection(&p, t, claimed, &mut rng).unwrap().unwrap_or(t);
+            counts[emitted as usize] += 1;
+        }
+        let result = g_test(&counts, &expected);
+        if should_pass {
+            assert!(result.p_value > PASS_P_VALUE, "SLRS with the true ψ: {result:?}");
+        } else {
+            assert!(result.p_value < crate::stats::POWER_P_VALUE, "SLRS with a wrong ψ went unnoticed: {result:?}");
+        }
+    }
+}
