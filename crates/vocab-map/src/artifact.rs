@@ -72,8 +72,8 @@ impl VocabMap {
                 return Err(Error::WrongTokenizer {
                     path: path.to_path_buf(),
                     role,
-                    in_file: in_file.fingerprint,
-                    given: given.fingerprint(),
+                    in_file: Box::new(in_file.fingerprint),
+                    given: Box::new(given.fingerprint()),
                     name: given.name().to_string(),
                 });
             }

@@ -110,10 +110,10 @@ pub enum Error {
         path: PathBuf,
         /// `target` or `drafter`.
         role: &'static str,
-        /// The fingerprint recorded in the file.
-        in_file: Fingerprint,
+        /// The fingerprint recorded in the file (boxed to keep `Error` small).
+        in_file: Box<Fingerprint>,
         /// The fingerprint of the tokenizer given.
-        given: Fingerprint,
+        given: Box<Fingerprint>,
         /// The name (path) of the tokenizer given.
         name: String,
     },

@@ -12,6 +12,7 @@ pub mod artifact;
 mod error;
 mod fingerprint;
 mod map;
+pub mod stats;
 mod surface;
 mod vocabulary;
 
