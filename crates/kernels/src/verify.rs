@@ -62,6 +62,9 @@ pub fn verify_on_device(
     if let Some(&token) = draft_tokens.iter().find(|&&t| t as usize >= vocab) {
         return Err(Error::TokenOutOfRange { token, vocab_size: vocab });
     }
+    // With nothing drafted the draft distributions play no part (and an empty upload may
+    // not even know the vocabulary size).
+    let draft_probs = draft_probs.filter(|_| gamma > 0);
     if let Some(q) = &draft_probs
         && q.dims() != [gamma, vocab]
     {
