@@ -39,6 +39,8 @@ enum Command {
     Theory(commands::theory::Args),
     /// Run every verification rule on toy Markov models and compare with theory.
     Simulate(commands::simulate::Args),
+    /// Generate text with a checkpoint, autoregressive or speculative with a model drafter.
+    Generate(commands::generate::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Theory(args) => commands::theory::run(args),
         Command::Simulate(args) => commands::simulate::run(args, &progress),
+        Command::Generate(args) => commands::generate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

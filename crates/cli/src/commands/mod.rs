@@ -1,4 +1,5 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub(crate) mod generate;
 pub(crate) mod simulate;
 pub(crate) mod theory;

@@ -1,0 +1,111 @@
+//! `anyspec generate` on the tiny checkpoints of anyspec-models.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data").join(name)
+}
+
+fn anyspec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the anyspec binary runs")
+}
+
+fn generate_json(extra: &[&str]) -> serde_json::Value {
+    let target = fixture("llama3-gqa");
+    let mut args = vec!["generate", "--target", target.to_str().unwrap(), "--prompt", "The quick brown fox", "--json"];
+    args.extend_from_slice(extra);
+    let out = anyspec(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("--json prints one JSON object")
+}
+
+fn stderr_of_failure(args: &[&str]) -> String {
+    let out = anyspec(args);
+    assert!(!out.status.success(), "expected failure for {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn greedy_speculative_decoding_equals_autoregressive_token_for_token() {
+    let plain = generate_json(&["--max-tokens", "40", "--ignore-eos"]);
+    for (drafter, gamma) in [("qwen2-tied-bf16", "3"), ("llama3-gqa", "5"), ("mistral-window-f16", "1")] {
+        let drafter = fixture(drafter);
+        let spec = generate_json(&[
+            "--max-tokens",
+            "40",
+            "--ignore-eos",
+            "--drafter",
+            drafter.to_str().unwrap(),
+            "--gamma",
+            gamma,
+        ]);
+        assert_eq!(spec["tokens"], plain["tokens"], "drafter {}", drafter.display());
+        assert_eq!(spec["speculative"], true);
+        assert!(spec["drafted"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(plain["tokens"].as_array().unwrap().len(), 40);
+    // The target drafting for itself accepts every drafted token at temperature 0.
+    let own = fixture("llama3-gqa");
+    let spec =
+        generate_json(&["--max-tokens", "40", "--ignore-eos", "--drafter", own.to_str().unwrap(), "--gamma", "4"]);
+    assert_eq!(spec["acceptance_rate"], 1.0);
+    assert_eq!(spec["tokens_per_step"], 5.0);
+}
+
+#[test]
+fn sampling_is_reproducible_with_a_seed() {
+    let a = generate_json(&["--temperature", "1.0", "--seed", "9", "--max-tokens", "20", "--ignore-eos"]);
+    let b = generate_json(&["--temperature", "1.0", "--seed", "9", "--max-tokens", "20", "--ignore-eos"]);
+    let c = generate_json(&["--temperature", "1.0", "--seed", "10", "--max-tokens", "20", "--ignore-eos"]);
+    assert_eq!(a["tokens"], b["tokens"]);
+    assert_ne!(a["tokens"], c["tokens"]);
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let target = fixture("llama3-gqa");
+    let target = target.to_str().unwrap();
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", ""]);
+    assert!(err.contains("--prompt is empty"), "{err}");
+    let long = "ab ".repeat(100);
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", &long]);
+    assert!(err.contains("context window is 128 tokens"), "{err}");
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--device", "tpu"]);
+    assert!(err.contains("\"tpu\""), "{err}");
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--gamma", "0"]);
+    assert!(err.contains("--gamma"), "{err}");
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--top-p", "2"]);
+    assert!(err.contains("--top-p"), "{err}");
+    if !cfg!(feature = "cuda") {
+        let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--device", "cuda"]);
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
+
+#[test]
+fn a_drafter_with_another_tokenizer_is_refused() {
+    // A copy of a fixture checkpoint with the dict-builder fixture's tokenizer.
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-other-tokenizer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = fixture("mistral-window-f16");
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dict-builder/tests/data/tokenizer.json");
+    std::fs::copy(other, dir.join("tokenizer.json")).unwrap();
+    let target = fixture("llama3-gqa");
+    let err = stderr_of_failure(&[
+        "generate",
+        "--target",
+        target.to_str().unwrap(),
+        "--drafter",
+        dir.to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert!(err.contains("another tokenizer"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

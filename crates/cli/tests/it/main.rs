@@ -1,0 +1,3 @@
+//! Integration tests of the `anyspec` binary, compiled as one test binary.
+
+mod generate;
