@@ -25,6 +25,7 @@ use crate::output::{print_json, print_text, table};
 /// Runs the draft → verify engine on toy Markov target/drafter pairs for every rule and prints
 /// measured acceptance and tokens per step beside the theoretical values.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct Args {
     /// Draft length γ (tokens drafted per verification step).
     #[arg(long, default_value_t = 4)]
@@ -44,6 +45,12 @@ pub(crate) struct Args {
     /// Sampling temperature applied to target and drafter alike (0 = greedy).
     #[arg(long, default_value_t = 1.0)]
     temperature: f32,
+    /// Keep only the k most probable tokens (target and drafter alike).
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Keep the smallest set of most probable tokens with this much mass, in (0, 1].
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
     /// Random seed for the models and the sampling.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -98,7 +105,7 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     if !(args.drafter_noise.is_finite() && args.drafter_noise >= 0.0) {
         anyhow::bail!("--drafter-noise must be a finite number ≥ 0, got {}", args.drafter_noise);
     }
-    let sampling = SamplingConfig::new(args.temperature, None, 1.0).map_err(flag_error)?;
+    let sampling = SamplingConfig::new(args.temperature, args.top_k, args.top_p).map_err(flag_error)?;
     let config = GenerationConfig {
         gamma: args.gamma,
         max_new_tokens: args.tokens,

@@ -7,6 +7,7 @@ use crate::output::{print_json, print_text, table};
 /// Expected tokens per verification step, walltime improvement factor and the best γ
 /// (speculative-decoding.txt Eq. 1 and Theorem 3.8).
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub(crate) struct Args {
     /// Acceptance rate α in [0, 1]: the expected share of drafted tokens the target accepts.
     #[arg(long)]

@@ -1,3 +1,5 @@
 //! Integration tests of the `anyspec` binary, compiled as one test binary.
 
 mod generate;
+mod simulate;
+mod theory;
