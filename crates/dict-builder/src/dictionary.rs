@@ -169,7 +169,10 @@ impl Dictionary {
         let stored = le_u32(body_len);
         let actual = crc32fast::hash(&bytes[..body_len]);
         if stored != actual {
-            return Err(Error::corrupt(path, format!("checksum mismatch (stored {stored:08x}, computed {actual:08x})")));
+            return Err(Error::corrupt(
+                path,
+                format!("checksum mismatch (stored {stored:08x}, computed {actual:08x})"),
+            ));
         }
         let info_start = FIXED_HEADER;
         let fst_start = info_start + info_len as usize;
@@ -284,8 +287,9 @@ impl Dictionary {
     /// a key: writes the first `max_tokens` tokens of its continuation into `out` and returns the
     /// suffix length, or returns `None` (and leaves `out` empty) when no suffix is a key.
     ///
-    /// Shorter suffixes are tried only after longer ones fail, so the most specific context wins
-    /// (dictspec.txt §3.1).
+    /// The most specific context wins (dictspec.txt §3.1). Keys are stored last token first
+    /// ([`crate::format`]), so one walk that reads the context backwards passes through every
+    /// key that is a suffix of it; the last one passed is the longest.
     #[inline]
     pub fn longest_suffix_match(&self, context: &[u32], max_tokens: usize, out: &mut Vec<u32>) -> Option<usize> {
         out.clear();
@@ -293,37 +297,41 @@ impl Dictionary {
             return None;
         }
         let width = usize::from(self.info.key_width);
-        let mut longest = context.len().min(self.info.params.max_prefix);
-        // An id too wide for the keys cannot be part of any matching suffix.
-        if let Some(pos) = context[context.len() - longest..].iter().rposition(|&id| !self.fits(&[id])) {
-            longest = longest - pos - 1;
-        }
-        if longest == 0 {
-            return None;
-        }
-        let mut key = [0u8; MAX_PREFIX_LIMIT * 4];
-        for (i, &id) in context[context.len() - longest..].iter().enumerate() {
-            key[i * width..(i + 1) * width].copy_from_slice(&id.to_be_bytes()[4 - width..]);
-        }
-        for length in (1..=longest).rev() {
-            let suffix = &key[(longest - length) * width..longest * width];
-            if let Some(offset) = self.map.get(suffix) {
-                return self.decode(offset, max_tokens, out).then_some(length);
+        let fst = self.map.as_fst();
+        let mut node = fst.root();
+        let mut output = fst::raw::Output::zero();
+        let mut best: Option<(usize, u64)> = None;
+        for (length, &id) in context.iter().rev().take(self.info.params.max_prefix).enumerate() {
+            if width < 4 && id >> (8 * width) != 0 {
+                break;
+            }
+            for &byte in &id.to_be_bytes()[4 - width..] {
+                let Some(i) = node.find_input(byte) else {
+                    return best.and_then(|(len, offset)| self.decode(offset, max_tokens, out).then_some(len));
+                };
+                let transition = node.transition(i);
+                output = output.cat(transition.out);
+                node = fst.node(transition.addr);
+            }
+            if node.is_final() {
+                best = Some((length + 1, output.cat(node.final_output()).value()));
             }
         }
-        None
+        best.and_then(|(len, offset)| self.decode(offset, max_tokens, out).then_some(len))
     }
 
-    /// Every entry as (prefix, continuation), in key order (for inspection and tests).
+    /// Every entry as (prefix, continuation), in key order — sorted by the prefix's last token,
+    /// then the one before — for inspection and tests.
     pub fn entries(&self) -> Vec<(Vec<u32>, Vec<u32>)> {
         let width = usize::from(self.info.key_width);
         let mut out = Vec::with_capacity(self.len());
         let mut stream = self.map.stream();
         while let Some((key, offset)) = stream.next() {
-            let prefix = key
+            let mut prefix = key
                 .chunks(width)
                 .map(|c| c.iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b)))
                 .collect::<Vec<u32>>();
+            prefix.reverse();
             let mut continuation = Vec::new();
             self.decode(offset, usize::MAX, &mut continuation);
             out.push((prefix, continuation));

@@ -167,7 +167,8 @@ mod tests {
                 Ok(Draft::deterministic(vec![0; max_tokens + 1]))
             }
         }
-        let err = emulate_sequence(&mut Greedy, &[1, 2, 3], &EmulationConfig::default(), &mut EmulationCounts::default());
+        let err =
+            emulate_sequence(&mut Greedy, &[1, 2, 3], &EmulationConfig::default(), &mut EmulationCounts::default());
         assert!(matches!(err, Err(Error::DraftTooLong { .. })));
     }
 }

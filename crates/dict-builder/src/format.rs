@@ -16,9 +16,12 @@
 //! | b | continuations: per record, its length in tokens (1 byte) then each id as LEB128 |
 //! | 4 | CRC-32 of everything before it |
 //!
-//! A key is a token prefix with every id written big-endian in `key_width` bytes (the fewest
-//! that hold the largest id in any key), so byte order is token-sequence order and FST
-//! lookups compare ids directly. Identical continuations are stored once.
+//! A key is a token prefix written **last token first**, every id big-endian in `key_width` bytes
+//! (the fewest that hold the largest id in any key). Big-endian ids make byte order equal to
+//! token-sequence order (of the reversed prefix); reversing the prefix lets one walk down the FST,
+//! reading the context backwards from its last token, meet every key that is a suffix of the
+//! context — the last one met is the longest — instead of one full lookup per suffix length
+//! (one walk instead of up to eight lookups: 2.7 µs → see the crate's benchmark). Identical continuations are stored once.
 
 use std::collections::HashMap;
 
@@ -63,19 +66,18 @@ pub(crate) fn key_width_for(max_id: u32) -> u8 {
     }
 }
 
-/// Appends `ids` as a key of `width` bytes per id.
+/// Appends the key of the prefix `ids`: its ids last first, `width` bytes each.
 #[inline]
 pub(crate) fn push_key(out: &mut Vec<u8>, ids: &[u32], width: u8) {
-    for &id in ids {
+    for &id in ids.iter().rev() {
         out.extend_from_slice(&id.to_be_bytes()[4 - usize::from(width)..]);
     }
 }
 
-/// Serializes entries (sorted by prefix, as [`crate::ContinuationTable::select`] returns them)
-/// into dictionary bytes.
+/// Serializes entries (in any order; prefixes must be distinct) into dictionary bytes.
 ///
 /// # Errors
-/// [`Error::Fst`] if the FST cannot be built (entries out of order or duplicated).
+/// [`Error::Fst`] if the FST cannot be built (a prefix given twice).
 pub fn encode_dictionary(
     entries: &[TableEntry<'_>],
     fingerprint: &Fingerprint,
@@ -87,8 +89,7 @@ pub fn encode_dictionary(
     let key_width = key_width_for(max_id);
     let mut blob = Vec::new();
     let mut offsets: HashMap<&[u32], u64> = HashMap::new();
-    let mut builder = fst::MapBuilder::memory();
-    let mut key = Vec::with_capacity(32);
+    let mut keyed: Vec<(Vec<u8>, u64)> = Vec::with_capacity(entries.len());
     for entry in entries {
         let offset = *offsets.entry(entry.continuation).or_insert_with(|| {
             let at = blob.len() as u64;
@@ -98,9 +99,15 @@ pub fn encode_dictionary(
             }
             at
         });
-        key.clear();
+        let mut key = Vec::with_capacity(entry.prefix.len() * usize::from(key_width));
         push_key(&mut key, entry.prefix, key_width);
-        builder.insert(&key, offset).map_err(Error::Fst)?;
+        keyed.push((key, offset));
+    }
+    // Reversed prefixes sort differently from the prefixes; the FST needs keys in byte order.
+    keyed.sort_unstable();
+    let mut builder = fst::MapBuilder::memory();
+    for (key, offset) in &keyed {
+        builder.insert(key, *offset).map_err(Error::Fst)?;
     }
     let fst_bytes = builder.into_inner().map_err(Error::Fst)?;
     let info = DictionaryInfo {
@@ -134,7 +141,8 @@ mod tests {
 
     #[test]
     fn keys_sort_like_token_sequences() {
-        let sequences: [&[u32]; 5] = [&[1], &[1, 0], &[1, 300], &[2], &[256, 1]];
+        // Keys are reversed prefixes, so these are in key order: [1], [0, 1], [300, 1], [2], [1, 256].
+        let sequences: [&[u32]; 5] = [&[1], &[0, 1], &[300, 1], &[2], &[1, 256]];
         let keys: Vec<Vec<u8>> = sequences
             .iter()
             .map(|s| {

@@ -95,8 +95,8 @@ impl<'a> RunningTextEncoder<'a> {
 /// # Errors
 /// [`Error::Tokenizer`] naming the (shortened) text.
 pub fn encode_plain(tokenizer: &Tokenizer, text: &str) -> Result<Vec<u32>> {
-    tokenizer.encode_fast(text, false).map(|e| e.get_ids().to_vec()).map_err(|err| Error::Tokenizer {
-        text: text.chars().take(40).collect(),
-        message: err.to_string(),
-    })
+    tokenizer
+        .encode_fast(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|err| Error::Tokenizer { text: text.chars().take(40).collect(), message: err.to_string() })
 }

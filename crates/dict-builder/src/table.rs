@@ -47,7 +47,9 @@ impl TokenizedNgrams {
         params.validate()?;
         let mut kept: Vec<(u64, u8, &str)> = Vec::new();
         for &order in &params.orders {
-            kept.extend(counts.iter_order(order).filter(|&(_, c)| c >= params.min_count).map(|(s, c)| (c, order as u8, s)));
+            kept.extend(
+                counts.iter_order(order).filter(|&(_, c)| c >= params.min_count).map(|(s, c)| (c, order as u8, s)),
+            );
         }
         kept.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(b.2)));
         kept.truncate(params.max_ngrams);
@@ -204,7 +206,12 @@ impl ContinuationTable {
 
     fn entry(&self, raw: &RawEntry) -> TableEntry<'_> {
         let slice = |(start, len): (u32, u8)| &self.tokens[start as usize..start as usize + len as usize];
-        TableEntry { prefix: slice(raw.prefix), continuation: slice(raw.continuation), count: raw.count, total: raw.total }
+        TableEntry {
+            prefix: slice(raw.prefix),
+            continuation: slice(raw.continuation),
+            count: raw.count,
+            total: raw.total,
+        }
     }
 
     /// Every entry, sorted by prefix.
@@ -218,7 +225,9 @@ impl ContinuationTable {
     pub fn select(&self, min_prob: f64, max_entries: usize) -> Vec<TableEntry<'_>> {
         let mut kept: Vec<TableEntry<'_>> = self.iter().filter(|e| e.probability() >= min_prob).collect();
         if kept.len() > max_entries {
-            kept.sort_unstable_by(|a, b| b.count.cmp(&a.count).then(b.total.cmp(&a.total)).then(a.prefix.cmp(b.prefix)));
+            kept.sort_unstable_by(|a, b| {
+                b.count.cmp(&a.count).then(b.total.cmp(&a.total)).then(a.prefix.cmp(b.prefix))
+            });
             kept.truncate(max_entries);
             kept.sort_unstable_by(|a, b| a.prefix.cmp(b.prefix));
         }
@@ -233,11 +242,8 @@ mod tests {
     #[test]
     fn aggregates_splits_and_picks_the_most_frequent_continuation() {
         // "1 2 3" ×5 and "1 2 4" ×3 and "1 5" ×1.
-        let ngrams = TokenizedNgrams::from_tokenized([
-            (&[1u32, 2, 3][..], 5, 2),
-            (&[1, 2, 4][..], 3, 2),
-            (&[1, 5][..], 1, 1),
-        ]);
+        let ngrams =
+            TokenizedNgrams::from_tokenized([(&[1u32, 2, 3][..], 5, 2), (&[1, 2, 4][..], 3, 2), (&[1, 5][..], 1, 1)]);
         let table = ContinuationTable::build(&ngrams, &[1, 2], 8, 8);
         let entries: Vec<_> = table.iter().collect();
         assert_eq!(entries.len(), 2);

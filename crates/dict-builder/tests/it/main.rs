@@ -1,1 +1,7 @@
-//! Integration tests.
+//! Integration tests of `anyspec-dict-builder`, compiled as one binary.
+
+mod build;
+mod common;
+mod emulate;
+mod errors;
+mod lookup;

@@ -1,0 +1,72 @@
+//! Corrupt, truncated and wrong-tokenizer dictionaries are clear errors.
+
+use std::path::Path;
+
+use anyspec_dict_builder::{Dictionary, Error};
+use anyspec_vocab_map::Fingerprint;
+
+use crate::common::{FINGERPRINT, crafted, temp_dir};
+
+fn bytes() -> Vec<u8> {
+    let dictionary = crafted(&[(&[1, 2], &[3]), (&[2], &[4, 5])]);
+    let dir = temp_dir("errors-src");
+    let path = dir.join("d.dict");
+    // Round-trip through a file so the test also covers the memory-mapped path.
+    let entries = dictionary.entries();
+    assert_eq!(entries.len(), 2);
+    let raw = {
+        let sorted: Vec<anyspec_dict_builder::TableEntry<'_>> = entries
+            .iter()
+            .map(|(p, c)| anyspec_dict_builder::TableEntry { prefix: p, continuation: c, count: 1, total: 1 })
+            .collect();
+        anyspec_dict_builder::encode_dictionary(&sorted, &FINGERPRINT, &Default::default(), 0, 0).unwrap()
+    };
+    anyspec_dict_builder::write_dictionary(&path, &raw).unwrap();
+    let mapped = Dictionary::open(&path, &FINGERPRINT).unwrap();
+    assert_eq!(mapped.entries(), entries);
+    std::fs::remove_dir_all(&dir).unwrap();
+    raw
+}
+
+fn load(bytes: Vec<u8>) -> Result<Dictionary, Error> {
+    Dictionary::from_bytes(bytes, Path::new("test.dict"), &FINGERPRINT)
+}
+
+#[test]
+fn truncated_files_are_corrupt_at_every_length() {
+    let bytes = bytes();
+    for cut in 0..bytes.len() {
+        let err = load(bytes[..cut].to_vec()).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. } | Error::BadMagic { .. }), "cut at {cut}: {err}");
+        assert!(err.to_string().contains("test.dict"), "{err}");
+    }
+}
+
+#[test]
+fn any_flipped_byte_is_detected() {
+    let bytes = bytes();
+    for at in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x20;
+        assert!(load(damaged).is_err(), "flipping byte {at} went unnoticed");
+    }
+}
+
+#[test]
+fn another_tokenizer_is_refused_naming_both_fingerprints() {
+    let other = Fingerprint([9; 32]);
+    let err = Dictionary::from_bytes(bytes(), Path::new("uk.dict"), &other).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::WrongTokenizer { .. }));
+    assert!(message.contains(&FINGERPRINT.to_string()) && message.contains(&other.to_string()), "{message}");
+}
+
+#[test]
+fn other_files_and_versions_are_named() {
+    assert!(matches!(load(b"{\"not\": \"a dictionary\"}".to_vec()), Err(Error::BadMagic { .. })));
+    let mut future = bytes();
+    future[8] = 2;
+    assert!(matches!(load(future), Err(Error::Version { found: 2, .. })));
+    let missing = Dictionary::open(Path::new("/nonexistent/x.dict"), &FINGERPRINT).unwrap_err().to_string();
+    assert!(missing.contains("/nonexistent/x.dict"), "{missing}");
+}
