@@ -111,7 +111,8 @@ fn truncate(weights: &mut [f64], top_k: usize, top_p: f64) {
     let by_weight_desc = |a: &u32, b: &u32| weights[*b as usize].total_cmp(&weights[*a as usize]).then(a.cmp(b));
     let total: f64 = candidates.iter().map(|&i| weights[i as usize]).sum();
     let limit = top_k.min(candidates.len());
-    let mut m = limit.min(1024);
+    // Without a nucleus to find, the top-k are the answer; otherwise start small and grow.
+    let mut m = if top_p >= 1.0 { limit } else { limit.min(1024) };
     let kept = loop {
         let mut head = candidates.clone();
         if m < head.len() {
@@ -264,6 +265,18 @@ mod tests {
         assert_eq!(p[2], 0.0);
         let e = std::f32::consts::E;
         assert!((p[1] - e / (e + 1.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn large_top_k_and_flat_top_p_keep_the_right_counts() {
+        // More candidates than the first selection round holds.
+        let logits: Vec<f32> = (0..3000).map(|i| (i % 97) as f32 * 0.01).collect();
+        let p = logits_to_probs(&logits, &SamplingConfig::new(1.0, Some(2000), 1.0).unwrap()).unwrap();
+        assert_eq!(p.iter().filter(|&&x| x > 0.0).count(), 2000);
+        // A uniform distribution needs 90% of its tokens for top-p 0.9.
+        let p = logits_to_probs(&[0.0; 3000], &SamplingConfig::new(1.0, None, 0.9).unwrap()).unwrap();
+        assert_eq!(p.iter().filter(|&&x| x > 0.0).count(), 2700);
+        assert!(p[..2700].iter().all(|&x| x > 0.0), "ties go to the lowest ids");
     }
 
     #[test]
