@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::draft::{Draft, DraftOrigin};
 use crate::error::{Error, Result};
 use crate::sampling::{SamplingConfig, logits_to_probs};
+use crate::theory::ratio;
 use crate::verify::{DeterministicRule, Verdict, verify_draft};
 
 /// The model whose distribution is preserved.
@@ -218,8 +219,6 @@ impl Stats {
     }
 }
 
-fn ratio(numerator: u64, denominator: u64) -> f64 {
-    if denominator == 0 { 0.0 } else { numerator as f64 / denominator as f64 }
 }
 
 /// The result of [`generate`].

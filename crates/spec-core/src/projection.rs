@@ -330,16 +330,7 @@ pub fn rdk_exact(tli_probs: &[f32], affinity: &AffinityMatrix) -> Result<Vec<f32
 /// clipped and the vector renormalized, so it is always a distribution and verification against
 /// it stays exact.
 pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
-    scores.validate()?;
-    check_tau(tau)?;
-    let n = scores.size;
-    if tli_probs.len() != n {
-        return Err(Error::LengthMismatch {
-            what: "TLI distribution (score matrix size)",
-            expected: n,
-            got: tli_probs.len(),
-        });
-    }
+    let n = check_kernel_inputs(tli_probs, scores, tau)?;
     let nf = n as f64;
     let mut shifted = vec![0.0f64; n];
     let mut mean_term = 0.0f64;
@@ -362,16 +353,7 @@ pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<
 /// The dense softmax-kernel RDK that [`rdk_taylor`] approximates, computed exactly in O(N · rows
 /// touched). For tests and for measuring the approximation, not for the hot path.
 pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
-    scores.validate()?;
-    check_tau(tau)?;
-    let n = scores.size;
-    if tli_probs.len() != n {
-        return Err(Error::LengthMismatch {
-            what: "TLI distribution (score matrix size)",
-            expected: n,
-            got: tli_probs.len(),
-        });
-    }
+    let n = check_kernel_inputs(tli_probs, scores, tau)?;
     let mut out = vec![0.0f64; n];
     let mut row = vec![0.0f64; n];
     for (i, &q) in tli_probs.iter().enumerate() {
@@ -389,6 +371,20 @@ pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> R
         }
     }
     normalize(out, "the dense-kernel RDK distribution")
+}
+
+/// Validates the inputs of the softmax-kernel forms and returns `N`.
+fn check_kernel_inputs(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<usize> {
+    scores.validate()?;
+    check_tau(tau)?;
+    if tli_probs.len() != scores.size {
+        return Err(Error::LengthMismatch {
+            what: "TLI distribution (score matrix size)",
+            expected: scores.size,
+            got: tli_probs.len(),
+        });
+    }
+    Ok(scores.size)
 }
 
 fn check_tau(tau: f64) -> Result<()> {

@@ -182,27 +182,29 @@ impl EmulationCounts {
 
     /// Emulated speed-up: tokens per verification step (1 = no gain over autoregressive).
     pub fn speedup(&self) -> f64 {
-        quotient(self.tokens, self.steps)
+        ratio(self.tokens, self.steps)
     }
 
     /// Share of steps at which the drafter had a proposal.
     pub fn coverage(&self) -> f64 {
-        quotient(self.steps_with_draft, self.steps)
+        ratio(self.steps_with_draft, self.steps)
     }
 
     /// Mean accepted length: accepted tokens per step that had a proposal.
     pub fn mean_accepted_length(&self) -> f64 {
-        quotient(self.accepted, self.steps_with_draft)
+        ratio(self.accepted, self.steps_with_draft)
     }
 
     /// Share of proposed tokens that were accepted.
     pub fn acceptance_rate(&self) -> f64 {
-        quotient(self.accepted, self.drafted)
+        ratio(self.accepted, self.drafted)
     }
 }
 
-fn quotient(numerator: u64, denominator: u64) -> f64 {
+/// `numerator / denominator`, or 0 when nothing was counted.
+pub(crate) fn ratio(numerator: u64, denominator: u64) -> f64 {
     if denominator == 0 { 0.0 } else { numerator as f64 / denominator as f64 }
+}
 }
 
 fn check_alpha(alpha: f64) -> Result<()> {
