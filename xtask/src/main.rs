@@ -1,6 +1,9 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
 mod dict_fixtures;
+mod repro_vocab;
+
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -33,12 +36,22 @@ enum Fixtures {
 }
 
 #[derive(Debug, Subcommand)]
-enum Repro {}
+enum Repro {
+    /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
+    /// to reports/vocab.md.
+    Vocab {
+        /// The shared data directory (tokenizers/ and corpora/).
+        #[arg(long, default_value = "../shared")]
+        data: PathBuf,
+    },
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Repro { which } => match which {},
+        Command::Repro { which } => match which {
+            Repro::Vocab { data } => repro_vocab::run(&data),
+        },
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },

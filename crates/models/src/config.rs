@@ -140,7 +140,7 @@ impl LlamaConfig {
         positive("num_hidden_layers", raw.num_hidden_layers)?;
         positive("num_attention_heads", raw.num_attention_heads)?;
         positive("num_key_value_heads", num_kv_heads)?;
-        if raw.num_attention_heads % num_kv_heads != 0 {
+        if !raw.num_attention_heads.is_multiple_of(num_kv_heads) {
             return Err(Error::UnsupportedConfig {
                 field: "num_key_value_heads",
                 value: num_kv_heads.to_string(),
@@ -149,7 +149,9 @@ impl LlamaConfig {
         }
         let head_dim = match raw.head_dim {
             Some(d) => d,
-            None if raw.hidden_size % raw.num_attention_heads == 0 => raw.hidden_size / raw.num_attention_heads,
+            None if raw.hidden_size.is_multiple_of(raw.num_attention_heads) => {
+                raw.hidden_size / raw.num_attention_heads
+            }
             None => {
                 return Err(Error::UnsupportedConfig {
                     field: "num_attention_heads",

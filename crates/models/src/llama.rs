@@ -44,21 +44,14 @@ struct Layer {
     down_proj: Linear,
 }
 
-/// Where token embeddings come from.
-#[derive(Clone, Debug)]
-enum Embeddings {
-    /// A separate `[vocab, hidden]` matrix.
-    Own(Tensor<2>),
-    /// Tied to the LM head: columns of the `[hidden, vocab]` head, so the matrix is held once.
-    Tied,
-}
-
 /// A loaded Llama-family model. Cheap to clone: tensors are reference-counted.
 #[derive(Clone, Debug)]
 pub struct Llama {
     config: LlamaConfig,
     device: Device,
-    embeddings: Embeddings,
+    /// The `[vocab, hidden]` embedding matrix, or `None` when it is tied to the LM head: then
+    /// embeddings are columns of the `[hidden, vocab]` head, so the matrix is held once.
+    embeddings: Option<Tensor<2>>,
     layers: Vec<Layer>,
     norm: Tensor<2>,
     /// `[hidden, vocab]`.
@@ -120,8 +113,8 @@ impl Llama {
         let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
         let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [len]), &self.device);
         let mut h = match &self.embeddings {
-            Embeddings::Own(table) => table.clone().select(0, ids),
-            Embeddings::Tied => self.lm_head.clone().select(1, ids).transpose(),
+            Some(table) => table.clone().select(0, ids),
+            None => self.lm_head.clone().select(1, ids).transpose(),
         };
 
         let (cos, sin) = self.rope.tables(start, len);
@@ -259,13 +252,10 @@ impl Loader<'_> {
             if !c.tie_word_embeddings {
                 return Err(Error::MissingTensor { tensor: "lm_head.weight".into(), expected: vec![vocab, hidden] });
             }
-            (Embeddings::Tied, self.matrix(transpose(&embed, vocab, hidden), hidden, vocab))
+            (None, self.matrix(transpose(&embed, vocab, hidden), hidden, vocab))
         } else {
             let head = self.files.read_f32("lm_head.weight", &[vocab, hidden])?;
-            (
-                Embeddings::Own(self.matrix(embed, vocab, hidden)),
-                self.matrix(transpose(&head, vocab, hidden), hidden, vocab),
-            )
+            (Some(self.matrix(embed, vocab, hidden)), self.matrix(transpose(&head, vocab, hidden), hidden, vocab))
         };
         Ok(Llama {
             config: c.clone(),

@@ -57,7 +57,7 @@ impl LlamaTarget {
 
     fn score_rows(&mut self, sequence: &[u32], draft_len: usize) -> Result<Vec<Vec<f32>>> {
         let logits = self.session.logits(sequence, draft_len + 1)?;
-        Ok(read_rows(logits).map_err(crate::error::Error::from)?)
+        read_rows(logits).map_err(crate::error::Error::from)
     }
 
     fn verify_on_device(
