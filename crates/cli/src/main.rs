@@ -39,6 +39,9 @@ enum Command {
     Theory(commands::theory::Args),
     /// Run every verification rule on toy Markov models and compare with theory.
     Simulate(commands::simulate::Args),
+    /// Vocabulary maps between two tokenizers and vocabulary statistics (intersections,
+    /// injectivity, fertility, decomposition counts).
+    Vocab(commands::vocab::Args),
     /// Build, shard and evaluate static n-gram dictionaries (DictSpec).
     Dict(commands::dict::Args),
     /// Generate text with a checkpoint, autoregressive or speculative with a model drafter.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Theory(args) => commands::theory::run(args),
         Command::Simulate(args) => commands::simulate::run(args, &progress),
+        Command::Vocab(args) => commands::vocab::run(args, &progress),
         Command::Dict(args) => commands::dict::run(args, &progress),
         Command::Generate(args) => commands::generate::run(args),
     };

@@ -219,8 +219,6 @@ impl Stats {
     }
 }
 
-}
-
 /// The result of [`generate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generation {

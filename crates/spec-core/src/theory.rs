@@ -205,7 +205,6 @@ impl EmulationCounts {
 pub(crate) fn ratio(numerator: u64, denominator: u64) -> f64 {
     if denominator == 0 { 0.0 } else { numerator as f64 / denominator as f64 }
 }
-}
 
 fn check_alpha(alpha: f64) -> Result<()> {
     if (0.0..=1.0).contains(&alpha) { Ok(()) } else { Err(Error::invalid("alpha", "in [0, 1]", alpha)) }

@@ -4,3 +4,4 @@ pub(crate) mod dict;
 pub(crate) mod generate;
 pub(crate) mod simulate;
 pub(crate) mod theory;
+pub(crate) mod vocab;
