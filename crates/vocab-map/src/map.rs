@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Fingerprint, TokenKind, Vocabulary};
 
-/// Marks an id with no counterpart in the other vocabulary. Equal to `anyspec_core`'s
+/// Marks an id with no counterpart in the other vocabulary: `anyspec_core`'s
 /// `projection::ABSENT` (`u32::MAX`), so the arrays can be handed to its projections unchanged.
-pub const ABSENT: u32 = u32::MAX;
+pub const ABSENT: u32 = anyspec_core::projection::ABSENT;
 
 /// When a target token and a drafter token count as the same.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -137,6 +137,17 @@ impl VocabMap {
     /// is the array `anyspec_core`'s token-level intersection projection takes.
     pub fn drafter_to_target(&self) -> &[u32] {
         &self.drafter_to_target
+    }
+
+    /// The drafter → target pairing as `anyspec_core`'s [`IdMap`](anyspec_core::projection::IdMap),
+    /// the input of its union, TLI and RDK projections.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMap`] if `anyspec_core` rejects the arrays, which cannot happen for a map
+    /// built or loaded by this crate (both check that the pairing is one-to-one).
+    pub fn id_map(&self) -> Result<anyspec_core::projection::IdMap, Error> {
+        anyspec_core::projection::IdMap::new(self.drafter_to_target.clone(), self.target.len)
+            .map_err(|err| Error::InvalidMap { path: std::path::PathBuf::from("<in memory>"), reason: err.to_string() })
     }
 
     /// The drafter id paired with target token `t`, if any.

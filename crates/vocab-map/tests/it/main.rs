@@ -4,6 +4,7 @@ mod artifact;
 mod fingerprint;
 mod maps;
 mod shared;
+mod stats;
 mod surfaces;
 
 use std::path::PathBuf;

@@ -88,3 +88,22 @@ fn match_modes_parse_and_reject_unknown_names() {
     let err = "string".parse::<MatchMode>().unwrap_err();
     assert!(err.to_string().contains("\"string\""), "{err}");
 }
+
+#[test]
+fn the_map_feeds_anyspec_core_projections() {
+    let target = fixture("tiny_bytelevel.json");
+    let drafter = fixture("tiny_sentencepiece.json");
+    let map = VocabMap::build(&target, &drafter, MatchMode::Bytes);
+    let id_map = map.id_map().unwrap();
+    assert_eq!(id_map.drafter_size(), drafter.len());
+    assert_eq!(id_map.target_size(), target.len());
+    assert_eq!(id_map.intersection_size(), 5);
+    assert_eq!(id_map.target_to_drafter(), map.target_to_drafter());
+    // TLI: mass on drafter tokens outside the intersection is dropped and the rest renormalized.
+    let mut q = vec![0.0f32; drafter.len()];
+    q[5] = 0.25; // `a` → target 0
+    q[9] = 0.25; // `▁ab` → target 5
+    q[10] = 0.5; // `ba`, not in the target
+    let projected = anyspec_core::projection::tli_projection(&q, &id_map).unwrap();
+    assert_eq!(projected, vec![0.5, 0.0, 0.0, 0.0, 0.0, 0.5, 0.0]);
+}
