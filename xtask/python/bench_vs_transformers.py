@@ -85,8 +85,12 @@ def python_autoregressive(target_dir, ids, tokens):
     return generated, tokens / max(total - prefill, 1e-9), prefill
 
 
-def anyspec(binary, *args):
-    out = subprocess.run([binary, *args], check=True, capture_output=True, text=True)
+def anyspec(binary, *args, threads=None):
+    env = dict(os.environ)
+    if threads:
+        # burn's flex backend runs on rayon's global pool: give it the threads torch gets.
+        env["RAYON_NUM_THREADS"] = str(threads)
+    out = subprocess.run([binary, *args], check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout)
 
 
@@ -94,7 +98,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="/tmp/anyspec-bench")
     parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads for torch and for burn (RAYON_NUM_THREADS); on a busy machine "
+                             "more than 1 makes torch's OpenMP pool spin and collapse")
     parser.add_argument("--gammas", default="1,2,3,4,6")
     parser.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "anyspec"))
     args = parser.parse_args()
@@ -107,7 +113,7 @@ def main():
     common = ["generate", "--target", target_dir, "--prompt", PROMPT, "--max-tokens", str(args.tokens),
               "--ignore-eos", "--json"]
     anyspec(args.binary, *common[:-3], "8", "--ignore-eos", "--json")  # warm the page cache
-    ours = anyspec(args.binary, *common)
+    ours = anyspec(args.binary, *common, threads=args.threads)
     py_tokens, py_tps, py_prefill = python_autoregressive(target_dir, ids, args.tokens)
     same = sum(a == b for a, b in zip(ours["tokens"], py_tokens))
 
@@ -115,7 +121,7 @@ def main():
         "# anyspec-models: CPU decoding speed against Python transformers",
         "",
         f"Random-weight Llama (hidden 512, 8 layers, GQA 8/4, vocab 32000, f32), prompt {len(ids)} tokens, "
-        f"{args.tokens} greedy tokens, torch threads {args.threads}, torch {torch.__version__}.",
+        f"{args.tokens} greedy tokens, {args.threads} thread(s) for torch and for burn, torch {torch.__version__}.",
         "",
         "| runtime | decode tokens/s | prefill ms |",
         "|---|---|---|",
@@ -132,7 +138,7 @@ def main():
     ]
     ar_step_ms = ours["decode_ms"] / max(ours["steps"], 1)
     for gamma in [int(g) for g in args.gammas.split(",")]:
-        spec = anyspec(args.binary, *common, "--drafter", drafter_dir, "--gamma", str(gamma))
+        spec = anyspec(args.binary, *common, "--drafter", drafter_dir, "--gamma", str(gamma), threads=args.threads)
         assert spec["tokens"] == ours["tokens"], "greedy speculative decoding must equal autoregressive"
         alpha = spec["acceptance_rate"]
         cost = (spec["draft_ms"] / max(spec["drafted"], 1)) / ar_step_ms
