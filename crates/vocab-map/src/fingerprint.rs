@@ -55,6 +55,27 @@ impl fmt::Display for Fingerprint {
     }
 }
 
+impl std::str::FromStr for Fingerprint {
+    type Err = crate::Error;
+
+    /// Parses the 64 hex digits that [`Display`](fmt::Display) writes.
+    fn from_str(s: &str) -> Result<Self, crate::Error> {
+        let invalid = || crate::Error::InvalidParameter {
+            what: "fingerprint",
+            value: s.to_string(),
+            expected: "64 hexadecimal digits",
+        };
+        if s.len() != 64 || !s.is_ascii() {
+            return Err(invalid());
+        }
+        let mut bytes = [0u8; 32];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| invalid())?;
+        }
+        Ok(Fingerprint(bytes))
+    }
+}
+
 impl fmt::Debug for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Fingerprint({self})")
@@ -75,6 +96,9 @@ mod tests {
         assert!(text.starts_with("ab00"));
         assert!(text.ends_with("01"));
         assert_eq!(Fingerprint(bytes).short(), "ab000000");
+        assert_eq!(text.parse::<Fingerprint>().unwrap(), Fingerprint(bytes));
+        assert!("ab".parse::<Fingerprint>().is_err());
+        assert!(text.replace('a', "g").parse::<Fingerprint>().is_err());
     }
 
     #[test]

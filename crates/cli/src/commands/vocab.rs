@@ -454,7 +454,13 @@ fn decompositions(args: DecompositionsArgs, progress: &dyn Progress) -> anyhow::
         return print_json(&report);
     }
     let float = |d: &Option<anyspec_vocab_map::stats::Describe>, f: fn(&anyspec_vocab_map::stats::Describe) -> f64| {
-        d.as_ref().map_or_else(|| "–".to_string(), |d| format!("{:.4e}", f(d)))
+        d.as_ref().map_or_else(
+            || "–".to_string(),
+            |d| {
+                let x = f(d);
+                if x.abs() < 1e6 { format!("{x:.2}") } else { format!("{x:.3e}") }
+            },
+        )
     };
     let rows: Vec<Vec<String>> = report
         .summaries

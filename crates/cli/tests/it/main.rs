@@ -3,3 +3,4 @@
 mod generate;
 mod simulate;
 mod theory;
+mod vocab;

@@ -50,14 +50,29 @@ pub fn corpus_overlap(
     text: &str,
     progress: &dyn Progress,
 ) -> Result<CorpusOverlap, Error> {
-    Ok(CorpusOverlap {
-        corpus_bytes: text.len(),
-        target: usage(target, map.target_to_drafter(), text, progress)?,
-        drafter: usage(drafter, map.drafter_to_target(), text, progress)?,
-    })
+    let target_counts = token_counts(target, text, progress)?;
+    let drafter_counts = token_counts(drafter, text, progress)?;
+    Ok(CorpusOverlap::from_counts(map, &target_counts, &drafter_counts, text.len()))
 }
 
-fn usage(vocab: &Vocabulary, partner: &[u32], text: &str, progress: &dyn Progress) -> Result<SideUsage, Error> {
+impl CorpusOverlap {
+    /// The same statistics from per-id occurrence counts computed once per tokenizer with
+    /// [`token_counts`], to compare one tokenizer with many others without re-encoding.
+    pub fn from_counts(map: &VocabMap, target_counts: &[u64], drafter_counts: &[u64], corpus_bytes: usize) -> Self {
+        CorpusOverlap {
+            corpus_bytes,
+            target: usage(target_counts, map.target_to_drafter()),
+            drafter: usage(drafter_counts, map.drafter_to_target()),
+        }
+    }
+}
+
+/// How often each id of `vocab` occurs when it encodes `text` line by line, without special
+/// tokens; indexed by id.
+///
+/// # Errors
+/// [`Error::Codec`] when the tokenizer fails to encode.
+pub fn token_counts(vocab: &Vocabulary, text: &str, progress: &dyn Progress) -> Result<Vec<u64>, Error> {
     let mut counts = vec![0u64; vocab.len()];
     encode_lines(vocab, text, progress, |_, ids| {
         for &id in ids {
@@ -66,6 +81,10 @@ fn usage(vocab: &Vocabulary, partner: &[u32], text: &str, progress: &dyn Progres
             }
         }
     })?;
+    Ok(counts)
+}
+
+fn usage(counts: &[u64], partner: &[u32]) -> SideUsage {
     let mut usage = SideUsage {
         distinct_tokens: 0,
         distinct_shared: 0,
@@ -89,5 +108,5 @@ fn usage(vocab: &Vocabulary, partner: &[u32], text: &str, progress: &dyn Progres
     usage.distinct_ratio = ratio(usage.distinct_shared, usage.distinct_tokens);
     usage.occurrence_ratio =
         if usage.occurrences == 0 { 0.0 } else { usage.occurrences_shared as f64 / usage.occurrences as f64 };
-    Ok(usage)
+    usage
 }

@@ -9,7 +9,7 @@ mod describe;
 mod overlap;
 mod text;
 
-pub use corpus::{CorpusOverlap, SideUsage, corpus_overlap};
+pub use corpus::{CorpusOverlap, SideUsage, corpus_overlap, token_counts};
 pub use decompose::{
     DecompositionSummary, Decompositions, DrafterTrie, TokenDecomposition, count_decompositions, shortest_tokens,
 };

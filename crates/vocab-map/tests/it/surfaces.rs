@@ -83,3 +83,29 @@ fn sizes_count_every_id() {
     assert_eq!(fixture("tiny_sentencepiece.json").token_count(), 11);
     assert!(fixture("tiny_sentencepiece.json").surface(11).is_none());
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::surfaces_of;
+    use crate::fixture;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Byte-level BPE is lossless: the surfaces of any text's tokens are the text.
+        #[test]
+        fn byte_level_surfaces_spell_any_text(text in "\\PC{1,40}") {
+            let vocab = fixture("bytelevel.json");
+            prop_assert_eq!(surfaces_of(&vocab, &text), text.as_bytes());
+        }
+
+        /// SentencePiece with byte fallback spells any text after the `▁` it prepends (texts
+        /// without a literal `▁`, which the normalizer cannot tell from a space).
+        #[test]
+        fn sentencepiece_surfaces_spell_any_text(text in "[^▁]{1,40}") {
+            let vocab = fixture("sentencepiece.json");
+            prop_assert_eq!(surfaces_of(&vocab, &text), format!(" {text}").into_bytes());
+        }
+    }
+}
