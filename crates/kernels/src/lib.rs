@@ -12,6 +12,14 @@
 //! CPU, wgpu, CUDA). The tests check it against the host rule of `anyspec-core` driven by the
 //! same uniforms: the verdicts are identical.
 //!
+//! ## Quirks
+//! - There is no hand-written CubeCL kernel yet: on a GPU the steps above are a handful of
+//!   small launches (gather, compare, cumulative sum, reductions) rather than one fused kernel.
+//!   A fused kernel would sit behind a `#[backend_extension]` trait with this implementation as
+//!   its default body and reference.
+//! - Top-k and top-p need a sort with the host's tie-breaking; [`device_probs`] refuses them and
+//!   callers verify on the host.
+//!
 //! ```
 //! use anyspec_kernels::{Uniforms, verify_on_device};
 //! use burn::tensor::{Device, Tensor};
