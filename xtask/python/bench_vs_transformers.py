@@ -14,6 +14,8 @@ What it does:
 3. Speculative decoding with the drafter for each γ: measured speed-up over autoregressive
    decoding beside anyspec-core's walltime improvement factor (`anyspec theory`) for the
    measured acceptance rate α and drafter cost c.
+4. The cost of one verification pass over k = 2..8 positions relative to k = 1 (the target
+   drafting for itself, so every drafted token is accepted).
 
 Run from the repository root after `cargo build --release -p anyspec-cli`:
     python3 xtask/python/bench_vs_transformers.py [--tokens 128] [--threads 2]
@@ -148,6 +150,17 @@ def main():
             f"| {gamma} | {alpha:.3f} | {spec['tokens_per_step']:.2f} | {cost:.3f} | "
             f"{spec['tokens_per_second']:.1f} | {spec['tokens_per_second'] / ours['tokens_per_second']:.2f}× | "
             f"{theory['improvement_factor']:.2f}× |")
+    # Cost of scoring k positions in one pass relative to k = 1: the target drafts for itself at
+    # temperature 0, so every step verifies γ + 1 = k positions (all accepted); verify time per
+    # step includes the device-side verification. k = 1 is the autoregressive run.
+    lines += ["", "## Cost of one verification pass over k positions (relative to k = 1)", "",
+              "| k | verify ms/step | relative to k = 1 | per position |", "|---|---|---|---|",
+              f"| 1 | {ours['verify_ms'] / ours['steps']:.2f} | 1.00 | 1.00 |"]
+    base = ours["verify_ms"] / ours["steps"]
+    for k in range(2, 9):
+        own = anyspec(args.binary, *common, "--drafter", target_dir, "--gamma", str(k - 1), threads=args.threads)
+        per_step = own["verify_ms"] / own["steps"]
+        lines.append(f"| {k} | {per_step:.2f} | {per_step / base:.2f} | {per_step / base / k:.2f} |")
     lines += ["", "The theory factor assumes scoring γ + 1 positions costs one target step; the gap between "
               "the two columns is mostly that assumption (see `cargo bench -p anyspec-models --bench score`)."]
     report = "\n".join(lines) + "\n"
