@@ -1,6 +1,7 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
 mod dict_fixtures;
+mod repro_dict;
 mod repro_vocab;
 
 use std::path::PathBuf;
@@ -37,6 +38,19 @@ enum Fixtures {
 
 #[derive(Debug, Subcommand)]
 enum Repro {
+    /// DictSpec fertility (Table 3), best-configuration emulation per tokenizer and language
+    /// (Table 4) and fertility vs speedup (Figure 1), written to reports/dict.md.
+    Dict {
+        /// The shared data directory (tokenizers/ and corpora/).
+        #[arg(long, default_value = "../shared")]
+        data: PathBuf,
+        /// Tokenizer directories (under <data>/tokenizers) that get the emulation sweep.
+        #[arg(long, value_delimiter = ',', default_value = repro_dict::DEFAULT_SWEEP)]
+        tokenizers: Vec<String>,
+        /// A small grid (orders n1+n2+n3, 200k entries, two min-probs) for a quick look.
+        #[arg(long)]
+        quick: bool,
+    },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
     Vocab {
@@ -51,6 +65,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
+            Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
         },
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),

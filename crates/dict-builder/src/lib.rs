@@ -16,7 +16,6 @@
 //! - [`Dictionary`]: the memory-mapped reader with [`Dictionary::longest_suffix_match`].
 //! - [`emulate`]: replay reference text through any [`anyspec_core::Drafter`] and report
 //!   emulated speedup, coverage, mean accepted length and acceptance rate.
-//! - [`measure_fertility`]: tokens per word.
 //!
 //! ```no_run
 //! use std::path::{Path, PathBuf};
@@ -59,7 +58,6 @@ mod counts;
 mod dictionary;
 mod emulate;
 mod error;
-mod fertility;
 pub mod format;
 mod params;
 pub mod running_text;
@@ -74,7 +72,6 @@ pub use counts::{MAX_ORDER, NgramCounts};
 pub use dictionary::Dictionary;
 pub use emulate::{EmulationConfig, emulate, emulate_sequence};
 pub use error::{Error, Result};
-pub use fertility::{Fertility, measure_fertility};
 pub use format::{DictionaryInfo, FORMAT_VERSION, encode_dictionary};
 pub use params::{BuildParams, MAX_CONTINUATION_LIMIT, MAX_PREFIX_LIMIT};
 pub use table::{ContinuationTable, TableEntry, TokenizedNgrams};
