@@ -53,6 +53,8 @@ struct Language {
     key: &'static str,
     label: &'static str,
     train: Vec<PathBuf>,
+    /// The training text, in words, for the report.
+    source: &'static str,
     /// Reference sequences as text, one per line.
     eval: Vec<String>,
 }
@@ -105,6 +107,7 @@ fn languages(data: &Path, scratch: &Path) -> anyhow::Result<Vec<Language>> {
                 corpora.join("en-gutenberg/gutenberg_en.txt"),
                 corpora.join("en-wikitext2/wikitext2_raw_test_part.txt"),
             ],
+            source: "`en-gutenberg/gutenberg_en.txt`, `en-wikitext2/wikitext2_raw_test_part.txt`",
             eval: lines(&read("flores200-dev/eng_Latn.dev")?, usize::MAX),
         },
         Language {
@@ -115,18 +118,21 @@ fn languages(data: &Path, scratch: &Path) -> anyhow::Result<Vec<Language>> {
                 corpora.join("uk-gec/ua_gec_train_target.txt"),
                 corpora.join("crh-qirimtatartili/uk.txt"),
             ],
+            source: "`uk-brown/brown_uk.txt`, `uk-gec/ua_gec_train_target.txt`, `crh-qirimtatartili/uk.txt`",
             eval: lines(&read("flores200-dev/ukr_Cyrl.dev")?, usize::MAX),
         },
         Language {
             key: "crh_latn",
             label: "Crimean Tatar (Latin)",
             train: vec![corpora.join("crh-qirimtatartili/crh_latn.txt"), corpora.join("nllb-seed-crh-en/crh_Latn.txt")],
+            source: "`crh-qirimtatartili/crh_latn.txt`, `nllb-seed-crh-en/crh_Latn.txt`",
             eval: lines(&read("flores200-dev/crh_Latn.dev")?, usize::MAX),
         },
         Language {
             key: "crh_cyrl",
             label: "Crimean Tatar (Cyrillic)",
             train: vec![crh_cyrl_train],
+            source: "the first 90% of the documents of `crh-qirimtatartili/crh_cyrl.txt`",
             eval: lines(&crh_cyrl_eval, 2_000),
         },
     ])
@@ -340,12 +346,11 @@ pub(crate) fn run(data: &Path, tokenizers: &[String], quick: bool) -> anyhow::Re
     )?;
     writeln!(md, "## Data\n")?;
     for language in &languages {
-        let train: Vec<String> = language.train.iter().map(|p| format!("`{}`", p.display())).collect();
         writeln!(
             md,
-            "- **{}**: built on {}; emulated on {} sequences.",
+            "- **{}**: built on {} (under `<data>/corpora`); emulated on {} sequences.",
             language.label,
-            train.join(", "),
+            language.source,
             language.eval.len()
         )?;
     }
