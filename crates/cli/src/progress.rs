@@ -46,10 +46,10 @@ impl Progress for BarReporter {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(stage.to_string());
-        if let Ok(mut guard) = self.bar.lock() {
-            if let Some(old) = guard.replace(bar) {
-                old.finish_and_clear();
-            }
+        if let Ok(mut guard) = self.bar.lock()
+            && let Some(old) = guard.replace(bar)
+        {
+            old.finish_and_clear();
         }
     }
 
