@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 /// Lossless speculative decoding from any drafter: a small model with another tokenizer, an
 /// n-gram dictionary, the prompt itself, or a pruned drafter.
 #[derive(Debug, Parser)]
-#[command(name = "anyspec", version, about, long_about = None, propagate_version = true)]
+#[command(name = "anyspec", version, propagate_version = true)]
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
