@@ -7,8 +7,7 @@ use std::time::Instant;
 use anyhow::Context;
 use anyspec_core::Progress;
 use anyspec_vocab_map::stats::{
-    CorpusOverlap, DecompositionSummary, DrafterTrie, Fertility, Injectivity, Overlap, count_decompositions,
-    shortest_tokens,
+    CorpusOverlap, DecompositionSummary, DrafterTrie, Overlap, count_decompositions, shortest_tokens,
 };
 use anyspec_vocab_map::{MatchMode, TokenKind, VocabMap, Vocabulary};
 use serde::Serialize;
@@ -344,14 +343,27 @@ struct Named<T> {
     value: T,
 }
 
-fn injectivity(args: CorpusArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+/// Reads the corpus once and applies one corpus statistic to every tokenizer given.
+fn per_tokenizer<T, E>(
+    args: &CorpusArgs,
+    progress: &dyn Progress,
+    measure: impl Fn(&Vocabulary, &str, &dyn Progress) -> Result<T, E>,
+) -> anyhow::Result<Vec<Named<T>>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let text = read_corpus(&args.corpus)?;
-    let mut results: Vec<Named<Injectivity>> = Vec::new();
+    let mut results = Vec::new();
     for path in &args.tokenizers {
         let vocab = load("tokenizer", path)?;
-        let value = anyspec_vocab_map::stats::injectivity(&vocab, &text, progress)?;
+        let value = measure(&vocab, &text, progress)?;
         results.push(Named { tokenizer: vocab.name().to_string(), value });
     }
+    Ok(results)
+}
+
+fn injectivity(args: CorpusArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+    let results = per_tokenizer(&args, progress, anyspec_vocab_map::stats::injectivity)?;
     if args.json {
         return print_json(&results);
     }
@@ -381,13 +393,7 @@ fn clip(s: &str) -> String {
 }
 
 fn fertility(args: CorpusArgs, progress: &dyn Progress) -> anyhow::Result<()> {
-    let text = read_corpus(&args.corpus)?;
-    let mut results: Vec<Named<Fertility>> = Vec::new();
-    for path in &args.tokenizers {
-        let vocab = load("tokenizer", path)?;
-        let value = anyspec_vocab_map::stats::fertility(&vocab, &text, progress)?;
-        results.push(Named { tokenizer: vocab.name().to_string(), value });
-    }
+    let results = per_tokenizer(&args, progress, anyspec_vocab_map::stats::fertility)?;
     if args.json {
         return print_json(&results);
     }
