@@ -1,8 +1,7 @@
 //! The burn model as the `anyspec-core` [`Target`]: one forward pass scores a whole draft.
 
 use anyspec_core::engine::Target;
-use anyspec_core::sampling::logits_to_probs;
-use anyspec_core::verify::verify_draft;
+use anyspec_core::verify::verify_logits;
 use anyspec_core::{DeterministicRule, Draft, DraftOrigin, SamplingConfig, Verdict};
 use anyspec_kernels::readback::read_rows;
 use anyspec_kernels::{Uniforms, device_probs, supports, verify_on_device};
@@ -136,8 +135,6 @@ impl Target for LlamaTarget {
             return Ok(self.verify_on_device(sequence, draft, sampling, rng)?);
         }
         let logits = self.score_rows(sequence, draft.len())?;
-        let probs =
-            logits.iter().map(|row| logits_to_probs(row, sampling)).collect::<anyspec_core::Result<Vec<_>>>()?;
-        verify_draft(&probs, draft, rule, rng)
+        verify_logits(&logits, draft, sampling, rule, rng)
     }
 }

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::draft::{Draft, DraftOrigin};
 use crate::error::{Error, Result};
-use crate::sampling::{SamplingConfig, logits_to_probs};
+use crate::sampling::SamplingConfig;
 use crate::theory::ratio;
-use crate::verify::{DeterministicRule, Verdict, verify_draft};
+use crate::verify::{DeterministicRule, Verdict, verify_logits};
 
 /// The model whose distribution is preserved.
 ///
@@ -52,8 +52,7 @@ pub trait Target {
         rng: &mut dyn RngCore,
     ) -> Result<Verdict> {
         let logits = self.score(sequence, draft.len())?;
-        let probs = logits.iter().map(|row| logits_to_probs(row, sampling)).collect::<Result<Vec<_>>>()?;
-        verify_draft(&probs, draft, rule, rng)
+        verify_logits(&logits, draft, sampling, rule, rng)
     }
 }
 

@@ -12,7 +12,7 @@ use rand::Rng;
 
 use crate::draft::{Draft, DraftOrigin};
 use crate::error::{Error, Result};
-use crate::sampling::{sample, sample_weighted};
+use crate::sampling::{SamplingConfig, logits_to_probs, sample, sample_weighted};
 
 /// The outcome of verifying one draft.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +61,19 @@ pub fn verify_draft<P: AsRef<[f32]>, R: Rng + ?Sized>(
             speculative_sampling_union(target_probs, &draft.tokens, distributions, outside, rng)
         }
     }
+}
+
+/// Applies `sampling` to the target's logit rows (γ + 1 of them) and verifies `draft` with
+/// [`verify_draft`]: the host-side verification every [`crate::Target`] can fall back to.
+pub fn verify_logits<L: AsRef<[f32]>, R: Rng + ?Sized>(
+    logits: &[L],
+    draft: &Draft,
+    sampling: &SamplingConfig,
+    deterministic_rule: DeterministicRule,
+    rng: &mut R,
+) -> Result<Verdict> {
+    let probs = logits.iter().map(|row| logits_to_probs(row.as_ref(), sampling)).collect::<Result<Vec<_>>>()?;
+    verify_draft(&probs, draft, deterministic_rule, rng)
 }
 
 /// Speculative sampling with full draft distributions (speculative-decoding.txt Algorithm 1;
