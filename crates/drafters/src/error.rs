@@ -17,6 +17,57 @@ pub enum Error {
     /// Loading a dictionary failed.
     #[error(transparent)]
     Dictionary(#[from] anyspec_dict_builder::Error),
+    /// The drafter model or a tokenizer failed.
+    #[error(transparent)]
+    Model(#[from] anyspec_models::Error),
+    /// A projection between the two vocabularies was refused (mismatched sizes, no mass left).
+    #[error(transparent)]
+    Core(#[from] anyspec_core::Error),
+    /// A bridge between two vocabularies cannot work for this drafter–target pair.
+    #[error("the {bridge} bridge cannot work for this pair: {reason}")]
+    UnusableBridge {
+        /// The bridge, as `--algo` names it.
+        bridge: &'static str,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// An SLRS ψ expansion would score more drafter positions than allowed; known from the
+    /// vocabularies before any generation starts.
+    #[error(
+        "slrs would score up to {positions} drafter positions per drafted token with lookahead {lookahead}, \
+         over the budget of {budget}: {advice}"
+    )]
+    SlrsBudget {
+        /// The worst-case positions per drafted token.
+        positions: u64,
+        /// The configured budget.
+        budget: u64,
+        /// The configured lookahead (most drafter tokens per walk), in words.
+        lookahead: String,
+        /// What to change: the largest lookahead that fits, or the budget to raise.
+        advice: String,
+    },
+    /// An SLRS ψ expansion scored more drafter positions than allowed while drafting.
+    #[error(
+        "slrs scored {positions} drafter positions for one drafted token, over the budget of {budget}: \
+         lower the lookahead (--slrs-lookahead) or raise the budget (--slrs-budget)"
+    )]
+    SlrsBudgetExceeded {
+        /// Positions scored when the expansion stopped.
+        positions: u64,
+        /// The configured budget.
+        budget: u64,
+    },
+    /// A drafter model returned rows of the wrong number or length.
+    #[error("the drafter model returned {got} {what}, expected {expected}")]
+    ModelOutput {
+        /// What was counted.
+        what: &'static str,
+        /// The expected count.
+        expected: usize,
+        /// The count returned.
+        got: usize,
+    },
 }
 
 /// `Result` with [`Error`].

@@ -49,7 +49,7 @@ pub use checkpoint::Checkpoint;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::DeviceChoice;
 pub use error::{Error, Result};
-pub use llama::Llama;
+pub use llama::{Llama, PrunedHead};
 pub use session::Session;
 pub use target::{LlamaTarget, Verification};
 pub use tokenizer::TextTokenizer;

@@ -44,6 +44,32 @@ struct Layer {
     down_proj: Linear,
 }
 
+/// A slice of a model's LM head: the rows of the vocabulary ids a drafter may produce
+/// (see [`Llama::pruned_head`]). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PrunedHead {
+    ids: Vec<u32>,
+    /// `[hidden, ids.len()]`.
+    weight: Tensor<2>,
+}
+
+impl PrunedHead {
+    /// The kept vocabulary ids, in column order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Number of kept rows.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no row is kept (never true for a head built by [`Llama::pruned_head`]).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
 /// A loaded Llama-family model. Cheap to clone: tensors are reference-counted.
 #[derive(Clone, Debug)]
 pub struct Llama {
@@ -84,6 +110,41 @@ impl Llama {
     /// One call over k tokens gives the same logits as k calls over one token each: the causal
     /// mask lets position `i` see the cache and the new positions up to `i`.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
+        Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(self.lm_head.clone()))
+    }
+
+    /// [`Llama::forward`] with the logits of only the vocabulary rows kept in `head`,
+    /// `[logits_rows, head.len()]`: column `j` is the logit of token `head.ids()[j]`.
+    ///
+    /// A drafter that can only ever use a subset of its vocabulary (the tokens its target also
+    /// has, or a frequency shortlist) skips the rest of the LM-head product, the largest single
+    /// matrix product of a small model.
+    pub fn forward_pruned(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_rows: usize,
+        head: &PrunedHead,
+    ) -> Result<Tensor<2>> {
+        Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(head.weight.clone()))
+    }
+
+    /// The `[hidden, kept]` slice of the LM head for the vocabulary rows `ids`, built once and
+    /// passed to [`Llama::forward_pruned`] at every step.
+    pub fn pruned_head(&self, ids: &[u32]) -> Result<PrunedHead> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument("a pruned LM head needs at least one vocabulary row".into()));
+        }
+        if let Some(&token) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(Error::TokenOutOfRange { token, vocab_size: self.config.vocab_size });
+        }
+        let index: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [ids.len()]), &self.device);
+        Ok(PrunedHead { ids: ids.to_vec(), weight: self.lm_head.clone().select(1, index) })
+    }
+
+    /// The final-norm hidden states of the last `logits_rows` positions, `[logits_rows, hidden]`.
+    fn final_hidden(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
         let c = &self.config;
         let len = tokens.len();
         if len == 0 {
@@ -141,7 +202,7 @@ impl Llama {
         cache.advance(len);
 
         let last = h.narrow(0, len - logits_rows, logits_rows);
-        Ok(rms_norm(last, &self.norm, c.rms_norm_eps).matmul(self.lm_head.clone()))
+        Ok(rms_norm(last, &self.norm, c.rms_norm_eps))
     }
 
     /// A fresh cache for this model.

@@ -5,7 +5,7 @@ use burn::Tensor;
 
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
-use crate::llama::Llama;
+use crate::llama::{Llama, PrunedHead};
 
 /// A model plus the state of one sequence.
 #[derive(Clone, Debug)]
@@ -39,6 +39,30 @@ impl Session {
     /// recomputed; the cache is truncated where `sequence` departs from it, and at least `rows`
     /// positions are run so that their logits exist.
     pub fn logits(&mut self, sequence: &[u32], rows: usize) -> Result<Tensor<2>> {
+        let keep = self.prepare(sequence, rows)?;
+        let logits = self.model.forward(&sequence[keep..], &mut self.cache, rows)?;
+        self.tokens.extend_from_slice(&sequence[keep..]);
+        Ok(logits)
+    }
+
+    /// [`Session::logits`] over only the vocabulary rows of `head` (a pruned LM head),
+    /// `[rows, head.len()]`, still on the device.
+    pub fn logits_pruned(&mut self, sequence: &[u32], rows: usize, head: &PrunedHead) -> Result<Tensor<2>> {
+        let keep = self.prepare(sequence, rows)?;
+        let logits = self.model.forward_pruned(&sequence[keep..], &mut self.cache, rows, head)?;
+        self.tokens.extend_from_slice(&sequence[keep..]);
+        Ok(logits)
+    }
+
+    /// [`Session::logits_pruned`] read back to the host, one vector per row.
+    pub fn logits_pruned_on_host(&mut self, sequence: &[u32], rows: usize, head: &PrunedHead) -> Result<Vec<Vec<f32>>> {
+        let logits = self.logits_pruned(sequence, rows, head)?;
+        Ok(anyspec_kernels::readback::read_rows(logits)?)
+    }
+
+    /// Checks the request and truncates the cache to what `sequence` shares with it; returns
+    /// the number of positions kept.
+    fn prepare(&mut self, sequence: &[u32], rows: usize) -> Result<usize> {
         if rows == 0 || rows > sequence.len() {
             return Err(Error::InvalidArgument(format!(
                 "asked for the logits of {rows} positions of a {}-token sequence; ask for 1..={}",
@@ -49,9 +73,7 @@ impl Session {
         let common = self.tokens.iter().zip(sequence).take_while(|(a, b)| a == b).count();
         let keep = common.min(sequence.len() - rows);
         self.truncate(keep);
-        let logits = self.model.forward(&sequence[keep..], &mut self.cache, rows)?;
-        self.tokens.extend_from_slice(&sequence[keep..]);
-        Ok(logits)
+        Ok(keep)
     }
 
     /// [`Session::logits`] read back to the host, one vector per row.

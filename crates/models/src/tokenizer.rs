@@ -37,6 +37,13 @@ impl TextTokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Text → ids without the special tokens of the post-processor: for text that continues a
+    /// sequence (no BOS in the middle of a stream).
+    pub fn encode_continuation(&self, text: &str) -> Result<Vec<u32>> {
+        let encoding = self.inner.encode(text, false).map_err(|e| Error::Tokenization { message: e.to_string() })?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
     /// Ids → text, without special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, true).map_err(|e| Error::Tokenization { message: e.to_string() })

@@ -1,0 +1,110 @@
+//! The target's context, kept as drafter ids: converted through text once, then extended.
+
+use anyspec_models::TextTokenizer;
+
+use crate::error::Result;
+use crate::hetero::text::{encode_after, ends_mid_character, text_after};
+
+/// The drafter's view of the target's context.
+///
+/// A drafter with another tokenizer must read the target's tokens (the prompt, and every token
+/// the target emits) as its own ids. Converting the whole context through text at every step
+/// would re-tokenize tokens the drafter proposed itself and lose its KV cache wherever the
+/// canonical tokenization differs, so the conversion is incremental: *alignment points*
+/// `(target length, drafter length)` mark places where both sequences spell the same text.
+///
+/// - The prompt is decoded with the target tokenizer and encoded with the drafter's, with the
+///   drafter's own special tokens (its BOS) — never the target's.
+/// - Tokens the drafter proposed are recorded with the drafter ids they came from
+///   ([`ContextSync::push_aligned`]); when the target accepts them they are reused as they are.
+/// - Anything else (a correction, a bonus token, tokens past the last alignment point) is
+///   decoded from the last alignment point on and encoded as a continuation
+///   ([`encode_after`], no special tokens).
+/// - A context that ends inside a character (a byte-level token that splits a UTF-8 sequence)
+///   is converted up to the last whole character; the rest waits for the next call.
+///
+/// After a rejection the context departs from what was recorded: everything after the last
+/// alignment point inside the common prefix is dropped, and the drafter's session, which
+/// reuses the longest common prefix of the ids it is given, rolls its KV cache back with it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ContextSync {
+    target: Vec<u32>,
+    drafter: Vec<u32>,
+    points: Vec<(usize, usize)>,
+    window: usize,
+}
+
+impl ContextSync {
+    pub(crate) fn new(window: usize) -> Self {
+        ContextSync { window, ..ContextSync::default() }
+    }
+
+    /// The target ids the drafter ids stand for (a prefix of the last context, plus the last
+    /// draft's aligned tokens).
+    pub(crate) fn target(&self) -> &[u32] {
+        &self.target
+    }
+
+    /// The drafter ids.
+    pub(crate) fn drafter(&self) -> &[u32] {
+        &self.drafter
+    }
+
+    /// Brings the drafter ids up to date with `context` (target ids) and returns them.
+    pub(crate) fn sync(&mut self, context: &[u32], target: &TextTokenizer, drafter: &TextTokenizer) -> Result<&[u32]> {
+        let common = self.target.iter().zip(context).take_while(|(a, b)| a == b).count();
+        while self.points.last().is_some_and(|&(t, _)| t > common) {
+            self.points.pop();
+        }
+        match self.points.last().copied() {
+            None => {
+                let covered = whole_characters(context, 0, |end| Ok(target.decode(&context[..end])?))?;
+                let text = target.decode(&context[..covered])?;
+                self.drafter = drafter.encode(&text)?;
+                self.target = context[..covered].to_vec();
+                self.points.push((covered, self.drafter.len()));
+            }
+            Some((t, d)) => {
+                self.target.truncate(t);
+                self.drafter.truncate(d);
+                if t < context.len() {
+                    let window = self.window;
+                    let covered = whole_characters(context, t, |end| text_after(target, &context[..end], t, window))?;
+                    if covered > t {
+                        let text = text_after(target, &context[..covered], t, window)?;
+                        let ids = encode_after(drafter, &self.drafter, &text, window)?;
+                        self.drafter.extend_from_slice(&ids);
+                        self.target.extend_from_slice(&context[t..covered]);
+                        self.points.push((covered, self.drafter.len()));
+                    }
+                }
+            }
+        }
+        Ok(&self.drafter)
+    }
+
+    /// Records that `target_tokens` follow the current target ids and spell the same text as
+    /// `drafter_tokens` after the current drafter ids.
+    pub(crate) fn push_aligned(&mut self, target_tokens: &[u32], drafter_tokens: &[u32]) {
+        self.target.extend_from_slice(target_tokens);
+        self.drafter.extend_from_slice(drafter_tokens);
+        self.points.push((self.target.len(), self.drafter.len()));
+    }
+}
+
+/// The longest end in `start..=context.len()` whose text (from `text_of(end)`) does not stop
+/// inside a character; `start` when there is none.
+fn whole_characters(
+    context: &[u32],
+    start: usize,
+    mut text_of: impl FnMut(usize) -> Result<String>,
+) -> Result<usize> {
+    let mut end = context.len();
+    while end > start {
+        if !ends_mid_character(&text_of(end)?) {
+            return Ok(end);
+        }
+        end -= 1;
+    }
+    Ok(start)
+}

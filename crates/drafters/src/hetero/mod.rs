@@ -1,0 +1,26 @@
+//! Model drafters whose tokenizer differs from the target's (hetero-vocab-sd.txt,
+//! oov-sampling-rdk.txt).
+//!
+//! | drafter | bridge | verification |
+//! |---|---|---|
+//! | [`HeteroModelDrafter`] + [`Bridge::Union`] | Alg 1: full drafter distribution, drafts outside `T` rejected | speculative sampling over `T ∪ D` |
+//! | [`HeteroModelDrafter`] + [`Bridge::Tli`] | Alg 4: restricted to `T ∩ D`, LM head pruned | speculative sampling |
+//! | [`HeteroModelDrafter`] + [`Bridge::Rdk`] | TLI, then `Mᵀ q'` (exact or Taylor) | speculative sampling |
+//! | [`SlemDrafter`] | Alg 2: text re-tokenized with the target tokenizer | exact match |
+//!
+//! Both keep the drafter's context in its own ids, converted through text with a look-behind
+//! window ([`DEFAULT_LOOKBEHIND`]) and extended with the drafter's own tokens where they were
+//! accepted, so the drafter's KV cache survives across steps. [`auto::choose`] picks a bridge
+//! for `--algo auto`.
+
+pub mod auto;
+mod context;
+mod slem;
+mod source;
+mod text;
+mod token_level;
+
+pub use slem::{SLEM_DRAFTER_TOKENS_PER_TARGET_TOKEN, SlemDrafter};
+pub use source::{BurnDrafterModel, DrafterModel};
+pub use text::DEFAULT_LOOKBEHIND;
+pub use token_level::{Bridge, HeteroConfig, HeteroModelDrafter, RdkForm};
