@@ -5,15 +5,17 @@ heterogeneous-vocabulary bridges of anyspec-drafters (union, TLI, RDK, SLEM).
 Writes crates/drafters/tests/data/hetero-drafter/ (or the directory given as first argument):
 
 - tokenizer.json: a byte-level BPE that differs from crates/models/tests/data/tokenizer.json in
-  every way a real pair does: other ids (bytes first, then `<s>` and `</s>`, no `<unk>`), fewer
-  merges (the target's first 30, so its tokens are shorter) and 6 merges of its own whose tokens
-  the target does not have (`qu`, `ox`, `Ġf`, `Ġfox`, `Ġl`, `zy`). |D| = 294, |T ∩ D| by string
-  = 288 of the target's 320.
-- config.json + model.safetensors (float32): the Mistral fixture's layers (no sliding window),
-  with embedding and LM-head rows re-indexed to the drafter's ids. A token both tokenizers have
-  keeps the target fixture's rows; the drafter's own tokens get random rows (seeded). The drafter
-  therefore resembles its target on shared tokens, as a distilled drafter would, while seeing
-  its context through its own, shorter tokenization.
+  every way a real pair does: other ids (bytes first, then `<s>` and `</s>`, no `<unk>`), not
+  all of the target's merges (the last three, `Ġmodel`, `Ġtoken` and `poses`, are missing, so
+  the drafter spells those words with several tokens) and 6 merges of its own whose tokens the
+  target does not have (`qu`, `ox`, `Ġf`, `Ġfox`, `Ġl`, `zy`). |D| = 322; |T ∩ D| = 316 by
+  string (314 by byte surface, which leaves the special tokens out) of the target's 320.
+- config.json + model.safetensors (float32): the Mistral fixture's layers with 10% multiplicative
+  noise (seeded), embedding and LM-head rows re-indexed to the drafter's ids. A token both
+  tokenizers have keeps the target fixture's rows; the drafter's own tokens get random rows.
+  The drafter therefore resembles its target on shared tokens, as a distilled drafter would
+  (random-weight models are otherwise uncorrelated and would accept nothing), while seeing its
+  context through its own tokenization.
 
 Pure Python (no torch, no numpy): safetensors is an 8-byte header length, a JSON header and raw
 little-endian data. Deterministic. Run: python3 xtask/python/make_hetero_fixtures.py
@@ -28,7 +30,7 @@ import sys
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 TARGET_DIR = os.path.join(ROOT, "crates", "models", "tests", "data", "mistral-window-f16")
 OWN_MERGES = [["q", "u"], ["o", "x"], ["Ġ", "f"], ["Ġf", "ox"], ["Ġ", "l"], ["z", "y"]]
-SHARED_MERGES = 30
+DROPPED_MERGES = 3
 
 
 def read_safetensors(path):
@@ -72,7 +74,7 @@ def make_tokenizer(target):
     by_id = sorted(vocab_t.items(), key=lambda kv: kv[1])
     alphabet = [s for s, i in by_id if 3 <= i < 3 + 256]
     assert len(alphabet) == 256
-    merges = target["model"]["merges"][:SHARED_MERGES] + OWN_MERGES
+    merges = target["model"]["merges"][:-DROPPED_MERGES] + OWN_MERGES
     vocab = {}
     for s in alphabet:
         vocab[s] = len(vocab)
@@ -125,6 +127,11 @@ def main():
             tensors.update(read_safetensors(os.path.join(TARGET_DIR, shard)))
 
     rng = random.Random(11)
+    for name in sorted(tensors):
+        if "embed_tokens" in name or "lm_head" in name:
+            continue
+        shape, values = tensors[name]
+        tensors[name] = (shape, [v * (1.0 + 0.1 * rng.gauss(0.0, 1.0)) for v in values])
     shared = 0
     for name in ["model.embed_tokens.weight", "lm_head.weight"]:
         shape, values = tensors[name]
@@ -140,7 +147,7 @@ def main():
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
 
     config.update(vocab_size=n, bos_token_id=vocab_d["<s>"], eos_token_id=vocab_d["</s>"],
-                  sliding_window=None, dtype="float32")
+                  dtype="float32")
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     print(f"drafter vocabulary {n}, {shared // 2} tokens shared by string with the target")

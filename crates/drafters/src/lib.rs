@@ -9,6 +9,9 @@
 //! - [`Hybrid`]: one of the two first, the other as fallback (DictSpec's hybrid).
 //! - [`ModelDrafter`]: a smaller burn model sharing the target's tokenizer, sampling its own
 //!   distribution (or greedy at temperature 0).
+//! - [`hetero`]: model drafters with *another* tokenizer — [`HeteroModelDrafter`] with the
+//!   union, TLI and RDK bridges, [`SlemDrafter`] (string-level exact match) and the
+//!   `--algo auto` rule.
 //!
 //! All three are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an empty
 //! draft when nothing matches), so verification by exact match keeps any temperature lossless.
@@ -17,12 +20,15 @@
 
 mod dictionary;
 mod error;
+pub mod hetero;
 mod hybrid;
 mod model;
 mod prompt_lookup;
 
 pub use dictionary::DictionaryDrafter;
 pub use error::{Error, Result};
+pub use hetero::auto::Algo;
+pub use hetero::{Bridge, HeteroConfig, HeteroModelDrafter, RdkForm, SlemDrafter};
 pub use hybrid::{Hybrid, HybridOrder};
 pub use model::ModelDrafter;
 pub use prompt_lookup::{MAX_NGRAM_LIMIT, PromptLookup, PromptLookupConfig};
