@@ -24,6 +24,7 @@ pub mod hetero;
 mod hybrid;
 mod model;
 mod prompt_lookup;
+pub mod slrs;
 
 pub use dictionary::DictionaryDrafter;
 pub use error::{Error, Result};

@@ -1,0 +1,229 @@
+//! SLRS: string-level rejection sampling (hetero-vocab-sd.txt Algorithm 3), exact.
+//!
+//! A drafter with another vocabulary proposes target tokens by spelling them: it samples drafter
+//! tokens, and the byte string they spell is read in the target's vocabulary. The target verifies
+//! each proposal `t` against `ψ(t)`, the probability that the drafter proposes `t` — accept with
+//! probability `min(1, p(t)/ψ(t))`, otherwise draw from the normalized `max(p − ψ, 0)`.
+//!
+//! # The walk and its ψ (a reconstruction)
+//!
+//! The paper's §3.3 stopping rule and its `n_max` could not be read (only the abstract
+//! pseudo-code "sample `d_1, d_2, …` until `S1(i)`, tokenize, verify `t_1`" and the definition
+//! "ψ(t) sums the drafter-token sequences that form t" are known). This module implements the
+//! following well-defined rule, which makes "ψ" the *exact* probability of the proposal:
+//!
+//! 1. From the context, draw drafter tokens `d_1, d_2, …` and follow the string they spell down
+//!    the byte trie of target surfaces ([`StringSpace`]).
+//! 2. Stop when the next drafter token would leave the trie (no target surface has the string as
+//!    a prefix), when `lookahead` drafter tokens (the paper's `n_max`) were drawn, or when no
+//!    target token can be reached below the current string at a drafter-token boundary.
+//! 3. Propose the *last* target token whose surface ended exactly at a drafter-token boundary on
+//!    the way (the longest such match); if there was none, propose nothing.
+//!
+//! `ψ(t) = Σ_x P(x)·stop(x)` over the drafter-token sequences `x` whose walk stops with last
+//! boundary token `t` — a sum over every segmentation of `t` extended by the continuations that do
+//! not reach a longer token. Summing over segmentations of `t` alone, as the paper's definition
+//! reads, over-counts: a segmentation of `"he"` is also the start of a walk that goes on to
+//! propose `"hey"`. The tests show that the literal reading is *not* lossless under this walk.
+//!
+//! # Why a sub-distribution is enough
+//!
+//! `Σ_t ψ(t) = 1 − P(no proposal) ≤ 1`. Treat "no proposal" as a draft that is always rejected
+//! (an out-of-vocabulary draft, [`anyspec_core::DraftOrigin::Sampled`]'s `outside_target`). Token
+//! `t` is emitted either because it was proposed and accepted — probability
+//! `ψ(t)·min(1, p(t)/ψ(t)) = min(p(t), ψ(t))` — or after a rejection, whose probability is
+//! `Σ_t (ψ(t) − min(p(t), ψ(t))) + P(no proposal) = 1 − Σ_t min(p(t), ψ(t))`, followed by a draw
+//! from `max(p − ψ, 0) / (1 − Σ min(p, ψ))`. In total
+//! `min(p, ψ) + (1 − Σ min(p, ψ))·max(p − ψ, 0)/(1 − Σ min(p, ψ)) = min(p, ψ) + max(p − ψ, 0) = p`.
+//!
+//! # Cost
+//!
+//! ψ is needed for every target token (the residual needs all of it after a rejection), so each
+//! drafted token expands the whole tree of drafter-token sequences spelling live prefixes of
+//! target surfaces, breadth first, one batched drafter call per depth level
+//! ([`TokenTreeModel`]). The walk samples its path from the same rows. The number of scored
+//! positions is known before generation from the two vocabularies ([`ExpansionPlan`]): about the
+//! number of trie nodes for a character-level drafter, and up to `2^(L−1)` per prefix of `L` bytes
+//! when the drafter has every substring as a token. [`SlrsConfig::budget`] caps it, and
+//! [`SlrsDrafter::new`] refuses a pair whose worst case exceeds it, naming the largest lookahead
+//! that fits. Zero-probability branches are pruned, so at temperature 0 (or with a small top-k)
+//! the tree collapses to the walk's own path.
+
+mod expansion;
+mod plan;
+mod space;
+mod tree_model;
+
+use anyspec_core::{Draft, DraftOrigin, Drafter, SamplingConfig};
+use rand::RngCore;
+
+use crate::error::{Error, Result};
+use expansion::{Limits, expand};
+pub use plan::ExpansionPlan;
+pub use space::StringSpace;
+pub use tree_model::{MarkovTreeModel, TokenTreeModel};
+
+/// Default cap on drafter positions scored per drafted token.
+pub const DEFAULT_SLRS_BUDGET: u64 = 1 << 20;
+
+/// Limits of SLRS drafting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlrsConfig {
+    /// Most drafter tokens one walk draws (the paper's `n_max`); `None` lets walks run until the
+    /// string leaves the target trie, which bounds them by the longest target surface.
+    pub lookahead: Option<usize>,
+    /// Most drafter positions scored to draft one target token.
+    pub budget: u64,
+}
+
+impl Default for SlrsConfig {
+    fn default() -> Self {
+        SlrsConfig { lookahead: None, budget: DEFAULT_SLRS_BUDGET }
+    }
+}
+
+/// Counters of the last [`Drafter::propose`] call, for cost measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlrsCost {
+    /// Target tokens drafted (walks that proposed something).
+    pub proposals: u64,
+    /// Walks run (proposals plus at most one walk that proposed nothing).
+    pub walks: u64,
+    /// Drafter positions scored over all walks.
+    pub positions: u64,
+    /// Drafter calls (one per depth level of each walk's tree).
+    pub calls: u64,
+}
+
+/// A drafter with another vocabulary, drafting target tokens by SLRS.
+///
+/// Each drafted token is one walk (see the module documentation) from the context extended by
+/// the tokens drafted before it, so γ tokens cost γ tree expansions. The draft carries the ψ row
+/// of every token as its "distribution" for speculative sampling (exact, because the rule
+/// `min(1, p/ψ)` with residual `max(p − ψ, 0)` is the same as for a full distribution); a walk
+/// that proposes nothing ends the draft as an always-rejected out-of-vocabulary draft carrying
+/// its ψ. At temperature 0 the walk is deterministic and the draft is returned as deterministic.
+#[derive(Debug)]
+pub struct SlrsDrafter<M> {
+    model: M,
+    space: StringSpace,
+    config: SlrsConfig,
+    plan: ExpansionPlan,
+    cost: SlrsCost,
+}
+
+impl<M: TokenTreeModel> SlrsDrafter<M> {
+    /// Prepares the drafter, refusing a pair whose worst-case expansion exceeds the budget.
+    pub fn new(model: M, space: StringSpace, config: SlrsConfig) -> Result<Self> {
+        if config.lookahead == Some(0) {
+            return Err(Error::InvalidParameter {
+                name: "slrs lookahead",
+                expected: "at least 1 drafter token (or unset for no limit)",
+                value: "0".into(),
+            });
+        }
+        let plan = ExpansionPlan::new(&space);
+        let positions = plan.worst_case(config.lookahead);
+        if positions > config.budget {
+            let advice = match plan.largest_lookahead_within(config.budget) {
+                Some(fits) => format!(
+                    "lower the lookahead to {fits} (--slrs-lookahead {fits}, proposing only target tokens \
+                     spelled in at most {fits} drafter tokens) or raise the budget to {positions} (--slrs-budget)"
+                ),
+                None => format!(
+                    "not even one drafter token fits; raise the budget to at least {}",
+                    plan.worst_case(Some(1))
+                ),
+            };
+            return Err(Error::SlrsBudget {
+                positions,
+                budget: config.budget,
+                lookahead: config.lookahead.map_or_else(|| "unlimited".to_string(), |l| l.to_string()),
+                advice,
+            });
+        }
+        Ok(SlrsDrafter { model, space, config, plan, cost: SlrsCost::default() })
+    }
+
+    /// The drafter model.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The vocabulary pair.
+    pub fn space(&self) -> &StringSpace {
+        &self.space
+    }
+
+    /// The worst-case expansion of the pair.
+    pub fn plan(&self) -> &ExpansionPlan {
+        &self.plan
+    }
+
+    /// The cost of the last proposal.
+    pub fn last_cost(&self) -> SlrsCost {
+        self.cost
+    }
+
+    /// Runs one walk from `context` and returns its proposal with the exact ψ row (over target
+    /// tokens) and the probability of no proposal.
+    ///
+    /// This is the building block of [`Drafter::propose`]; tests and tools use it to check ψ.
+    pub fn walk(
+        &mut self,
+        context: &[u32],
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<(Option<u32>, Vec<f64>, f64)> {
+        let limits = Limits { lookahead: self.config.lookahead.unwrap_or(usize::MAX), budget: self.config.budget };
+        let e = expand(&self.space, &mut self.model, context, sampling, limits, rng)?;
+        self.cost.walks += 1;
+        self.cost.positions += e.scored;
+        self.cost.calls += e.calls;
+        self.cost.proposals += u64::from(e.proposal.is_some());
+        Ok((e.proposal, e.psi, e.no_proposal))
+    }
+}
+
+impl<M: TokenTreeModel> Drafter for SlrsDrafter<M> {
+    fn propose(
+        &mut self,
+        context: &[u32],
+        max_tokens: usize,
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<Draft> {
+        self.cost = SlrsCost::default();
+        let mut sequence = context.to_vec();
+        let mut tokens = Vec::with_capacity(max_tokens);
+        let mut distributions = Vec::new();
+        let mut outside_target = None;
+        while tokens.len() < max_tokens {
+            let (proposal, psi, _) = self.walk(&sequence, sampling, rng)?;
+            let mut row: Vec<f32> = psi.iter().map(|&x| x as f32).collect();
+            let Some(token) = proposal else {
+                // An always-rejected draft: only worth verifying when it carries mass (its ψ
+                // shrinks the residual); with none the step is plain sampling from p.
+                if row.iter().any(|&x| x > 0.0) && !sampling.is_greedy() {
+                    outside_target = Some(row);
+                }
+                break;
+            };
+            // The proposal had positive probability; rounding to f32 must not make it look
+            // impossible to the verifier (changes ψ by at most 1.4e-45).
+            if row[token as usize] == 0.0 {
+                row[token as usize] = f32::from_bits(1);
+            }
+            tokens.push(token);
+            sequence.push(token);
+            if !sampling.is_greedy() {
+                distributions.push(row);
+            }
+        }
+        Ok(if sampling.is_greedy() {
+            Draft::deterministic(tokens)
+        } else {
+            Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target } }
+        })
+    }
+}

@@ -1,0 +1,328 @@
+//! SLRS end to end on toy models with string-valued tokens: ψ against a brute-force enumeration,
+//! the walk against ψ, the emitted tokens against the target's distribution (and the power of
+//! that test against the literal "sum over segmentations" ψ), greedy decoding, the budget.
+
+mod stats;
+
+use std::ops::ControlFlow;
+
+use anyspec_core::toy::{MarkovChain, MarkovTarget};
+use anyspec_core::{Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
+use anyspec_drafters::Error;
+use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace};
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
+
+use stats::{PASS_P_VALUE, POWER_P_VALUE, g_test};
+
+/// Target tokens: characters, pairs, triples — prefixes of one another, so walks pass through
+/// shorter tokens on their way to longer ones.
+const TARGET: [&str; 10] = ["a", "b", "c", "ab", "bc", "ca", "abc", "cab", "bca", "aa"];
+/// Drafter tokens: characters and two short strings, so most target tokens have several
+/// spellings ("abc" = a·b·c = ab·c = a·bc), and "x", which spells nothing in the target: a walk
+/// that starts with it proposes nothing.
+const DRAFTER: [&str; 6] = ["a", "b", "c", "ab", "bc", "x"];
+
+fn surfaces<'a>(strings: &[&'a str]) -> Vec<Option<&'a [u8]>> {
+    strings.iter().map(|s| Some(s.as_bytes())).collect()
+}
+
+fn space() -> StringSpace {
+    let (t, d) = (surfaces(&TARGET), surfaces(&DRAFTER));
+    StringSpace::new(&t, t.len(), &d, d.len()).unwrap()
+}
+
+struct Pair {
+    target: MarkovChain,
+    model: MarkovTreeModel,
+}
+
+/// A random target chain and a drafter that agrees with it only roughly. `sharpness` > 1 makes
+/// the drafter likelier to continue past short tokens, which makes ψ's correction larger.
+fn pair(seed: u64, sharpness: f64) -> Pair {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let target = MarkovChain::random(TARGET.len(), TARGET.len(), 1.0, &mut rng);
+    let after_target = MarkovChain::random(TARGET.len(), DRAFTER.len(), sharpness, &mut rng);
+    let after_drafter = MarkovChain::random(DRAFTER.len(), DRAFTER.len(), sharpness, &mut rng);
+    Pair { target, model: MarkovTreeModel::new(after_target, after_drafter).unwrap() }
+}
+
+fn drafter(model: MarkovTreeModel, lookahead: Option<usize>) -> SlrsDrafter<MarkovTreeModel> {
+    SlrsDrafter::new(model, space(), SlrsConfig { lookahead, ..SlrsConfig::default() }).unwrap()
+}
+
+/// The walk's law written out independently: recurse over every drafter-token sequence (no
+/// trie, no early stop) and credit each stopping sequence to the longest target string it spelled
+/// at a boundary. Also returns the literal reading of the paper, `Σ_{x spells t} P(x)`.
+struct BruteForce<'a> {
+    model: &'a MarkovTreeModel,
+    context: &'a [u32],
+    lookahead: usize,
+    psi: Vec<f64>,
+    none: f64,
+    literal: Vec<f64>,
+}
+
+impl BruteForce<'_> {
+    fn run(model: &MarkovTreeModel, context: &[u32], lookahead: usize) -> (Vec<f64>, f64, Vec<f64>) {
+        let mut b =
+            BruteForce { model, context, lookahead, psi: vec![0.0; TARGET.len()], none: 0.0, literal: vec![0.0; 10] };
+        b.visit(&mut Vec::new(), String::new(), 1.0, None);
+        (b.psi, b.none, b.literal)
+    }
+
+    fn credit(&mut self, last: Option<usize>, mass: f64) {
+        match last {
+            Some(t) => self.psi[t] += mass,
+            None => self.none += mass,
+        }
+    }
+
+    fn visit(&mut self, sequence: &mut Vec<u32>, spelled: String, probability: f64, last: Option<usize>) {
+        if sequence.len() == self.lookahead {
+            return self.credit(last, probability);
+        }
+        for (d, piece) in DRAFTER.iter().enumerate() {
+            let q = self.model.probability(self.context, sequence, d as u32).unwrap();
+            let next = format!("{spelled}{piece}");
+            if !TARGET.iter().any(|t| t.starts_with(&next)) {
+                self.credit(last, probability * q);
+                continue;
+            }
+            let token = TARGET.iter().position(|t| *t == next);
+            if let Some(t) = token {
+                self.literal[t] += probability * q;
+            }
+            sequence.push(d as u32);
+            self.visit(sequence, next, probability * q, token.or(last));
+            sequence.pop();
+        }
+    }
+}
+
+#[test]
+fn psi_equals_the_brute_force_law_of_the_walk() {
+    for (seed, lookahead) in [(1, None), (2, Some(2)), (3, Some(1)), (4, None)] {
+        let p = pair(seed, 1.5);
+        let brute_model = p.model.clone();
+        let mut d = drafter(p.model, lookahead);
+        let mut rng = StdRng::seed_from_u64(seed);
+        for last in 0..TARGET.len() as u32 {
+            let context = [last];
+            let (_, psi, none) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+            let (want, want_none, _) = BruteForce::run(&brute_model, &context, lookahead.unwrap_or(usize::MAX));
+            for (t, (got, want)) in psi.iter().zip(&want).enumerate() {
+                assert!((got - want).abs() < 1e-6, "seed {seed} context {last} token {t}: ψ {got} vs {want}");
+            }
+            assert!((none - want_none).abs() < 1e-6, "no proposal: {none} vs {want_none}");
+            assert!((psi.iter().sum::<f64>() + none - 1.0).abs() < 1e-6);
+        }
+    }
+}
+
+#[test]
+fn the_walk_proposes_each_token_with_probability_psi() {
+    let p = pair(5, 1.5);
+    let mut d = drafter(p.model, None);
+    let mut rng = StdRng::seed_from_u64(50);
+    let context = [2u32];
+    let (_, psi, none) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+    let mut counts = vec![0u64; TARGET.len() + 1];
+    for _ in 0..40_000 {
+        let (proposal, _, _) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+        counts[proposal.map_or(TARGET.len(), |t| t as usize)] += 1;
+    }
+    let mut expected = psi.clone();
+    expected.push(none);
+    let g = g_test(&counts, &expected);
+    assert!(g.p_value > PASS_P_VALUE, "{g:?} counts {counts:?} expected {expected:?}");
+}
+
+/// Emits `runs` sequences of `length` tokens after `prompt` and counts each one.
+fn emitted_counts(
+    target: &MarkovChain,
+    drafter: &mut dyn Drafter,
+    prompt: u32,
+    length: usize,
+    runs: usize,
+    seed: u64,
+) -> Vec<u64> {
+    let mut target = MarkovTarget::new(target.clone()).unwrap();
+    let config = GenerationConfig { gamma: 2, max_new_tokens: length, ..GenerationConfig::default() };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut counts = vec![0u64; TARGET.len().pow(length as u32)];
+    for _ in 0..runs {
+        let out =
+            generate(&mut target, Some(drafter), &[prompt], &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+                .unwrap();
+        let cell = out.tokens.iter().fold(0usize, |cell, &t| cell * TARGET.len() + t as usize);
+        counts[cell] += 1;
+    }
+    counts
+}
+
+fn sequence_probabilities(target: &MarkovChain, prompt: u32, length: usize) -> Vec<f64> {
+    (0..TARGET.len().pow(length as u32))
+        .map(|cell| {
+            let mut tokens = vec![0u32; length];
+            let mut rest = cell;
+            for slot in tokens.iter_mut().rev() {
+                *slot = (rest % TARGET.len()) as u32;
+                rest /= TARGET.len();
+            }
+            target.sequence_probability(prompt, &tokens).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn emitted_sequences_follow_the_target_distribution() {
+    // Three tokens with γ = 2: proposals, acceptances, corrections and bonus tokens all occur,
+    // and drafting resumes from a context that ends in a corrected token.
+    let p = pair(6, 1.5);
+    let target = p.target.clone();
+    let mut d = drafter(p.model, None);
+    let counts = emitted_counts(&target, &mut d, 3, 3, 60_000, 60);
+    let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+    assert!(g.p_value > PASS_P_VALUE, "{g:?}");
+}
+
+#[test]
+fn emitted_sequences_follow_the_target_distribution_with_a_lookahead_and_top_k() {
+    // A lookahead cuts walks short and top-k zeroes drafter tokens: ψ must follow both.
+    let p = pair(7, 1.5);
+    let sampling = SamplingConfig::new(0.9, Some(3), 1.0).unwrap();
+    let target_chain = p.target.transformed(&sampling).unwrap();
+    let mut target = MarkovTarget::new(p.target.clone()).unwrap();
+    let mut d = drafter(p.model, Some(2));
+    let config = GenerationConfig { gamma: 2, max_new_tokens: 2, sampling, ..GenerationConfig::default() };
+    let mut rng = StdRng::seed_from_u64(70);
+    let mut counts = vec![0u64; 100];
+    for _ in 0..40_000 {
+        let out =
+            generate(&mut target, Some(&mut d), &[1], &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+        counts[out.tokens[0] as usize * 10 + out.tokens[1] as usize] += 1;
+    }
+    let g = g_test(&counts, &sequence_probabilities(&target_chain, 1, 2));
+    assert!(g.p_value > PASS_P_VALUE, "{g:?}");
+}
+
+/// The broken variant: the same walk, verified against the paper's definition read literally,
+/// `ψ(t) = Σ_{x spells t} P(x)`, which ignores that a walk through `t` may go on to a longer
+/// token.
+struct LiteralPsi {
+    inner: SlrsDrafter<MarkovTreeModel>,
+    model: MarkovTreeModel,
+}
+
+impl Drafter for LiteralPsi {
+    fn propose(
+        &mut self,
+        context: &[u32],
+        max_tokens: usize,
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<Draft> {
+        let mut draft = self.inner.propose(context, max_tokens, sampling, rng)?;
+        if let DraftOrigin::Sampled { distributions, outside_target } = &mut draft.origin {
+            let mut sequence = context.to_vec();
+            for (row, &token) in distributions.iter_mut().zip(&draft.tokens) {
+                let (_, _, literal) = BruteForce::run(&self.model, &sequence, usize::MAX);
+                *row = literal.iter().map(|&x| x as f32).collect();
+                sequence.push(token);
+            }
+            if let Some(row) = outside_target {
+                let (_, _, literal) = BruteForce::run(&self.model, &sequence, usize::MAX);
+                *row = literal.iter().map(|&x| x as f32).collect();
+            }
+        }
+        Ok(draft)
+    }
+}
+
+#[test]
+fn the_literal_sum_over_segmentations_is_caught() {
+    let p = pair(6, 1.5);
+    let target = p.target.clone();
+    let mut broken = LiteralPsi { model: p.model.clone(), inner: drafter(p.model, None) };
+    let counts = emitted_counts(&target, &mut broken, 3, 3, 60_000, 60);
+    let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+    assert!(g.p_value < POWER_P_VALUE, "{g:?}");
+}
+
+#[test]
+fn greedy_slrs_reproduces_autoregressive_decoding() {
+    for seed in 0..6 {
+        let p = pair(seed, 2.0);
+        let config =
+            GenerationConfig { gamma: 3, max_new_tokens: 30, sampling: SamplingConfig::greedy(), ..Default::default() };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut target = MarkovTarget::new(p.target.clone()).unwrap();
+        let plain = generate(&mut target, None, &[0], &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+        let mut d = drafter(p.model, None);
+        let spec =
+            generate(&mut target, Some(&mut d), &[0], &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+        assert_eq!(spec.tokens, plain.tokens, "seed {seed}");
+        assert!(spec.stats.drafted > 0);
+    }
+}
+
+#[test]
+fn greedy_expansion_follows_one_path() {
+    // A point-mass drafter prunes every other branch: the positions scored are the walk's own.
+    let p = pair(8, 1.0);
+    let mut d = drafter(p.model, None);
+    let mut rng = StdRng::seed_from_u64(0);
+    let draft = d.propose(&[0], 1, &SamplingConfig::greedy(), &mut rng).unwrap();
+    assert!(matches!(draft.origin, DraftOrigin::Deterministic));
+    let cost = d.last_cost();
+    assert!(cost.positions <= 3 && cost.positions == cost.calls, "{cost:?}");
+}
+
+#[test]
+fn sampled_drafts_carry_sub_distributions_that_contain_the_tokens() {
+    let p = pair(9, 1.5);
+    let mut d = drafter(p.model, None);
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut saw_outside = false;
+    for _ in 0..200 {
+        let draft = d.propose(&[4], 3, &SamplingConfig::default(), &mut rng).unwrap();
+        let DraftOrigin::Sampled { distributions, outside_target } = &draft.origin else { panic!("{draft:?}") };
+        assert_eq!(distributions.len(), draft.len());
+        for (row, &t) in distributions.iter().zip(&draft.tokens) {
+            let sum: f64 = row.iter().map(|&x| f64::from(x)).sum();
+            assert!(sum <= 1.0 + 1e-6 && row[t as usize] > 0.0 && row.len() == TARGET.len());
+        }
+        saw_outside |= outside_target.is_some();
+        assert!(outside_target.is_none() || draft.len() < 3);
+    }
+    assert!(saw_outside, "no walk ever proposed nothing: the test does not cover that path");
+}
+
+#[test]
+fn an_expansion_over_budget_is_refused_before_generation_with_a_lookahead_that_fits() {
+    let p = pair(10, 1.0);
+    let worst = SlrsDrafter::new(p.model.clone(), space(), SlrsConfig::default()).unwrap().plan().worst_case(None);
+    let err =
+        SlrsDrafter::new(p.model.clone(), space(), SlrsConfig { lookahead: None, budget: worst - 1 }).unwrap_err();
+    let Error::SlrsBudget { positions, advice, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(*positions, worst);
+    assert!(err.to_string().contains("--slrs-lookahead 2"), "{err}");
+    assert!(advice.contains("lower the lookahead to 2"), "{advice}");
+    SlrsDrafter::new(p.model, space(), SlrsConfig { lookahead: Some(2), budget: worst - 1 }).unwrap();
+}
+
+#[test]
+fn drafter_positions_never_exceed_the_predicted_worst_case() {
+    let p = pair(11, 0.5);
+    let mut d = drafter(p.model, None);
+    let worst = d.plan().worst_case(None);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut most = 0;
+    for last in 0..TARGET.len() as u32 {
+        d.propose(&[last], 1, &SamplingConfig::default(), &mut rng).unwrap();
+        most = most.max(d.last_cost().positions);
+    }
+    // Every drafter probability is positive, so the worst case is reached exactly.
+    assert_eq!(most, worst);
+}
