@@ -14,10 +14,10 @@
 //! for `--algo auto`.
 
 pub mod auto;
-mod context;
+pub(crate) mod context;
 mod slem;
-mod source;
-mod text;
+pub(crate) mod source;
+pub(crate) mod text;
 mod token_level;
 
 pub use slem::{SLEM_DRAFTER_TOKENS_PER_TARGET_TOKEN, SlemDrafter};
