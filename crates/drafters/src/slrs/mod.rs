@@ -52,6 +52,7 @@
 mod expansion;
 mod plan;
 mod space;
+mod text_model;
 mod tree_model;
 
 use anyspec_core::{Draft, DraftOrigin, Drafter, SamplingConfig};
@@ -61,6 +62,7 @@ use crate::error::{Error, Result};
 use expansion::{Limits, expand};
 pub use plan::ExpansionPlan;
 pub use space::StringSpace;
+pub use text_model::TextTreeModel;
 pub use tree_model::{MarkovTreeModel, TokenTreeModel};
 
 /// Default cap on drafter positions scored per drafted token.

@@ -2,6 +2,7 @@
 //! the walk against ψ, the emitted tokens against the target's distribution (and the power of
 //! that test against the literal "sum over segmentations" ψ), greedy decoding, the budget.
 
+mod real_model;
 mod stats;
 
 use std::ops::ControlFlow;

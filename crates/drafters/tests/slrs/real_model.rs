@@ -1,0 +1,83 @@
+//! SLRS with real burn models and real (tiny) byte-level BPE tokenizers: the Mistral conformance
+//! fixture of anyspec-models as the target, the 322-token hetero-drafter fixture as the drafter.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use anyspec_core::{DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
+use anyspec_drafters::slrs::{SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
+use anyspec_vocab_map::{TokenKind, Vocabulary};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/mistral-window-f16")
+}
+
+fn drafter_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hetero-drafter")
+}
+
+fn load(dir: &Path) -> Llama {
+    Checkpoint::open(dir).unwrap().load_model(&DeviceChoice::Cpu.device().unwrap()).unwrap()
+}
+
+fn tokenizer(dir: &Path) -> TextTokenizer {
+    TextTokenizer::from_file(&dir.join("tokenizer.json")).unwrap()
+}
+
+/// Byte surfaces by id, special tokens left out: how a caller builds a [`StringSpace`].
+fn surfaces(vocabulary: &Vocabulary) -> Vec<Option<&[u8]>> {
+    (0..vocabulary.len() as u32)
+        .map(|id| vocabulary.token(id).filter(|t| t.kind != TokenKind::Special).and_then(|_| vocabulary.surface(id)))
+        .collect()
+}
+
+fn space(target_vocab_size: usize, drafter_vocab_size: usize) -> StringSpace {
+    let target = Vocabulary::from_file(&target_dir().join("tokenizer.json")).unwrap();
+    let drafter = Vocabulary::from_file(&drafter_dir().join("tokenizer.json")).unwrap();
+    StringSpace::new(&surfaces(&target), target_vocab_size, &surfaces(&drafter), drafter_vocab_size).unwrap()
+}
+
+fn slrs_drafter() -> SlrsDrafter<TextTreeModel> {
+    let model = load(&drafter_dir());
+    let drafter_vocab = model.config().vocab_size;
+    let text = TextTreeModel::new(model, tokenizer(&target_dir()), tokenizer(&drafter_dir())).unwrap();
+    SlrsDrafter::new(text, space(320, drafter_vocab), SlrsConfig::default()).unwrap()
+}
+
+fn prompt() -> Vec<u32> {
+    tokenizer(&target_dir()).encode("The quick brown fox jumps over the lazy").unwrap()
+}
+
+#[test]
+fn greedy_slrs_with_real_models_reproduces_autoregressive_decoding() {
+    let config =
+        GenerationConfig { gamma: 4, max_new_tokens: 24, sampling: SamplingConfig::greedy(), ..Default::default() };
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut target = LlamaTarget::new(load(&target_dir()));
+    let plain = generate(&mut target, None, &prompt(), &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+    let mut target = LlamaTarget::new(load(&target_dir()));
+    let mut drafter = slrs_drafter();
+    let spec =
+        generate(&mut target, Some(&mut drafter), &prompt(), &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+            .unwrap();
+    assert_eq!(spec.tokens, plain.tokens);
+    assert!(spec.stats.drafted > 0, "{:?}", spec.stats);
+}
+
+#[test]
+fn sampled_slrs_with_real_models_drafts_exact_sub_distributions() {
+    let mut drafter = slrs_drafter();
+    let mut rng = StdRng::seed_from_u64(1);
+    let draft = drafter.propose(&prompt(), 2, &SamplingConfig::new(0.8, Some(8), 1.0).unwrap(), &mut rng).unwrap();
+    let DraftOrigin::Sampled { distributions, outside_target } = &draft.origin else { panic!("{draft:?}") };
+    for (row, &t) in distributions.iter().zip(&draft.tokens) {
+        let sum: f64 = row.iter().map(|&x| f64::from(x)).sum();
+        assert!(row.len() == 320 && row[t as usize] > 0.0 && sum <= 1.0 + 1e-5, "sum {sum}");
+    }
+    assert!(!draft.tokens.is_empty() || outside_target.is_some());
+    let cost = drafter.last_cost();
+    assert!(cost.positions <= drafter.plan().worst_case(None) * cost.walks, "{cost:?}");
+}
