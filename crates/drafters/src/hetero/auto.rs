@@ -128,10 +128,7 @@ pub fn choose(facts: &PairFacts) -> AutoChoice {
     let tag = "(rule reconstructed; the paper's Table 3 was not available)";
     let (algo, why) = if facts.intersection == 0 {
         (Algo::Slem, "the vocabularies share no token, so only string-level verification can draft".to_owned())
-    } else if facts.temperature > 0.0
-        && facts.slrs_available
-        && facts.drafter_mean_token_bytes <= SHORT_TOKEN_BYTES
-    {
+    } else if facts.temperature > 0.0 && facts.slrs_available && facts.drafter_mean_token_bytes <= SHORT_TOKEN_BYTES {
         (
             Algo::Slrs,
             format!(

@@ -94,11 +94,7 @@ impl ContextSync {
 
 /// The longest end in `start..=context.len()` whose text (from `text_of(end)`) does not stop
 /// inside a character; `start` when there is none.
-fn whole_characters(
-    context: &[u32],
-    start: usize,
-    mut text_of: impl FnMut(usize) -> Result<String>,
-) -> Result<usize> {
+fn whole_characters(context: &[u32], start: usize, mut text_of: impl FnMut(usize) -> Result<String>) -> Result<usize> {
     let mut end = context.len();
     while end > start {
         if !ends_mid_character(&text_of(end)?) {

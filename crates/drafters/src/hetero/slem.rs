@@ -60,11 +60,7 @@ impl<M: DrafterModel> SlemDrafter<M> {
         lookbehind: usize,
     ) -> Result<Self> {
         if lookbehind == 0 {
-            return Err(Error::InvalidParameter {
-                name: "lookbehind",
-                expected: "≥ 1 token",
-                value: "0".into(),
-            });
+            return Err(Error::InvalidParameter { name: "lookbehind", expected: "≥ 1 token", value: "0".into() });
         }
         model.keep_rows(None)?;
         let mut special = vec![false; drafter_tokenizer.vocab_size().max(model.vocab_size())];

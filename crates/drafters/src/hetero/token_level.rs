@@ -259,12 +259,7 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
     /// ids to feed next (empty: stop drafting), and the distribution it was drawn from. `None`
     /// when the union bridge drew a token outside the target vocabulary (its distribution is
     /// then the second element).
-    fn step(
-        &mut self,
-        sequence: &[u32],
-        sampling: &SamplingConfig,
-        rng: &mut dyn RngCore,
-    ) -> Result<StepOutcome> {
+    fn step(&mut self, sequence: &[u32], sampling: &SamplingConfig, rng: &mut dyn RngCore) -> Result<StepOutcome> {
         let logits = self.model.next_logits(sequence)?;
         let greedy = sampling.is_greedy();
         // Over target ids, the distribution the token is drawn from.
@@ -301,7 +296,8 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
             Some(&d) if d != ABSENT && (d as usize) < self.model.vocab_size() => vec![d],
             // RDK drew a token the drafter does not have: feed its text.
             _ => {
-                let mut tail = self.context.target()[self.context.target().len().saturating_sub(self.lookbehind)..].to_vec();
+                let mut tail =
+                    self.context.target()[self.context.target().len().saturating_sub(self.lookbehind)..].to_vec();
                 let start = tail.len();
                 tail.push(t);
                 let text = text_after(&self.target_tokenizer, &tail, start, self.lookbehind)?;

@@ -1,6 +1,6 @@
 //! Loading the fixture pair, id maps, a small affinity matrix and a closed-form drafter model.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyspec_core::projection::{AffinityMatrix, IdMap};
 use anyspec_drafters::Result;
@@ -21,11 +21,11 @@ pub(crate) fn drafter_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hetero-drafter")
 }
 
-pub(crate) fn load(dir: &PathBuf) -> Llama {
+pub(crate) fn load(dir: &Path) -> Llama {
     Checkpoint::open(dir).unwrap().load_model(&DeviceChoice::Cpu.device().unwrap()).unwrap()
 }
 
-pub(crate) fn tokenizer(dir: &PathBuf) -> TextTokenizer {
+pub(crate) fn tokenizer(dir: &Path) -> TextTokenizer {
     TextTokenizer::from_file(&dir.join("tokenizer.json")).unwrap()
 }
 

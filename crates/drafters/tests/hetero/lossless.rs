@@ -55,10 +55,11 @@ fn target_chain(seed: u64) -> (MarkovChain, Vec<u32>) {
 /// tokens.
 fn drafter_model(seed: u64) -> MarkovDrafterModel {
     let tok = tokenizer(&drafter_dir());
-    let support: Vec<u32> = ["Ġthe", "e", "s", "Ġt", "Ġ", "m", "odel", "oding", "pos", "es", "Ġto", "ken", "Ġfox", "qu"]
-        .iter()
-        .map(|s| tok.inner().token_to_id(s).unwrap())
-        .collect();
+    let support: Vec<u32> =
+        ["Ġthe", "e", "s", "Ġt", "Ġ", "m", "odel", "oding", "pos", "es", "Ġto", "ken", "Ġfox", "qu"]
+            .iter()
+            .map(|s| tok.inner().token_to_id(s).unwrap())
+            .collect();
     MarkovDrafterModel::new(322, &support, seed)
 }
 
@@ -86,7 +87,12 @@ fn histogram_and_exact(
     seed: u64,
 ) -> (Vec<u64>, Vec<f64>, anyspec_core::Stats) {
     let prompt = prompt();
-    let config = GenerationConfig { gamma: 3, max_new_tokens: LENGTH, sampling: sampling.clone(), ..GenerationConfig::default() };
+    let config = GenerationConfig {
+        gamma: 3,
+        max_new_tokens: LENGTH,
+        sampling: sampling.clone(),
+        ..GenerationConfig::default()
+    };
     let cells = support.len().pow(LENGTH as u32);
     let position = |t: u32| support.iter().position(|&s| s == t).expect("a token of the support");
     let mut counts = vec![0u64; cells];
@@ -142,9 +148,15 @@ fn tli_is_lossless_at_several_temperatures() {
 fn tli_with_top_k_and_an_unpruned_head_is_lossless() {
     let mut config = HeteroConfig::new(Bridge::Tli);
     config.prune_head = false;
-    let mut drafter =
-        HeteroModelDrafter::with_model(drafter_model(5), config, id_map(), tokenizer(&target_dir()), tokenizer(&drafter_dir()), 320)
-            .unwrap();
+    let mut drafter = HeteroModelDrafter::with_model(
+        drafter_model(5),
+        config,
+        id_map(),
+        tokenizer(&target_dir()),
+        tokenizer(&drafter_dir()),
+        320,
+    )
+    .unwrap();
     assert_lossless("tli full head", &mut drafter, SamplingConfig::new(0.9, Some(5), 1.0).unwrap());
 }
 
@@ -167,9 +179,13 @@ fn rdk_exact_and_taylor_are_lossless() {
 
 #[test]
 fn slem_is_lossless_when_sampling() {
-    let mut drafter =
-        SlemDrafter::with_model(drafter_model(5), tokenizer(&target_dir()), tokenizer(&drafter_dir()), DEFAULT_LOOKBEHIND)
-            .unwrap();
+    let mut drafter = SlemDrafter::with_model(
+        drafter_model(5),
+        tokenizer(&target_dir()),
+        tokenizer(&drafter_dir()),
+        DEFAULT_LOOKBEHIND,
+    )
+    .unwrap();
     assert_lossless("slem", &mut drafter, SamplingConfig::new(1.0, None, 1.0).unwrap());
 }
 
@@ -210,7 +226,8 @@ fn tli_through_burn_models_follows_the_target_distribution() {
     let target_model = load(&target_dir());
     let prompt = prompt();
     let mut session = Session::new(target_model.clone());
-    let first = anyspec_core::sampling::logits_to_probs(&session.logits_on_host(&prompt, 1).unwrap()[0], &sampling).unwrap();
+    let first =
+        anyspec_core::sampling::logits_to_probs(&session.logits_on_host(&prompt, 1).unwrap()[0], &sampling).unwrap();
     // Cells: the 12 likeliest first tokens × every second token, plus one cell for the rest.
     let mut order: Vec<u32> = (0..320).collect();
     order.sort_by(|&a, &b| first[b as usize].total_cmp(&first[a as usize]));
@@ -228,13 +245,15 @@ fn tli_through_burn_models_follows_the_target_distribution() {
 
     let mut target = anyspec_models::LlamaTarget::new(target_model);
     let mut drafter = crate::greedy::token_level(Bridge::Tli);
-    let config = GenerationConfig { gamma: 2, max_new_tokens: 2, sampling: sampling.clone(), ..GenerationConfig::default() };
+    let config =
+        GenerationConfig { gamma: 2, max_new_tokens: 2, sampling: sampling.clone(), ..GenerationConfig::default() };
     let mut rng = StdRng::seed_from_u64(21);
     let mut counts = vec![0u64; exact.len()];
     let mut stats = anyspec_core::Stats::default();
     for _ in 0..1500 {
-        let out = generate(&mut target, Some(&mut drafter), &prompt, &config, &mut rng, &mut |_| ControlFlow::Continue(()))
-            .unwrap();
+        let out =
+            generate(&mut target, Some(&mut drafter), &prompt, &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+                .unwrap();
         stats.merge(&out.stats);
         let cell = match heads.iter().position(|&h| h == out.tokens[0]) {
             Some(i) => i * 320 + out.tokens[1] as usize,

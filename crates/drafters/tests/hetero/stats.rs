@@ -123,4 +123,3 @@ fn ln_gamma(x: f64) -> f64 {
     let t = x + G + 0.5;
     0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
 }
-
