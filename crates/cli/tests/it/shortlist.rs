@@ -1,0 +1,91 @@
+//! `anyspec shortlist`: build → inspect, end-of-sequence kept, refusals and flag errors.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn anyspec(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the binary runs")
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../affinity/tests/data").join(name).display().to_string()
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-shortlist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn build_keeps_eos_and_inspect_agrees() {
+    let dir = temp_dir();
+    let list = dir.join("s.bin").display().to_string();
+    let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
+    let built = json(&anyspec(&[
+        "shortlist",
+        "build",
+        "--tokenizer",
+        &tokenizer,
+        "--corpus",
+        &corpus,
+        "--size",
+        "40",
+        "-o",
+        &list,
+        "--json",
+    ]));
+    assert_eq!(built["size"], 40);
+    assert_eq!(built["eos"], serde_json::json!([0]));
+    assert_eq!(built["eos_tokens"], serde_json::json!(["<|endoftext|>"]));
+    let coverage = built["coverage"].as_f64().unwrap();
+    assert!(coverage > 0.2 && coverage < 1.0, "{built}");
+    let inspected = json(&anyspec(&["shortlist", "inspect", &list, "--tokenizer", &tokenizer, "--json"]));
+    for field in ["size", "eos", "coverage", "drafter_fingerprint", "corpus_tokens"] {
+        assert_eq!(inspected[field], built[field], "{field}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn errors_name_the_flag_and_the_fix() {
+    let dir = temp_dir().join("errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("s.bin").display().to_string();
+    let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
+    let out =
+        anyspec(&["shortlist", "build", "--tokenizer", &tokenizer, "--corpus", &corpus, "--size", "0", "-o", &list]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--size must be"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A drafter tokenizer with no end-of-sequence token needs --eos.
+    let plain = fixture("no_eos.json");
+    let out = anyspec(&["shortlist", "build", "--tokenizer", &plain, "--corpus", &corpus, "--size", "2", "-o", &list]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--eos"), "{}", String::from_utf8_lossy(&out.stderr));
+    let built = json(&anyspec(&[
+        "shortlist",
+        "build",
+        "--tokenizer",
+        &plain,
+        "--corpus",
+        &corpus,
+        "--size",
+        "2",
+        "--eos",
+        "c",
+        "-o",
+        &list,
+        "--json",
+    ]));
+    assert_eq!(built["eos"], serde_json::json!([2]));
+    let out = anyspec(&["shortlist", "inspect", &list, "--tokenizer", &tokenizer]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built for the drafter tokenizer"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
