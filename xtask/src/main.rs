@@ -1,5 +1,6 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
+mod demo_assets;
 mod dict_fixtures;
 mod repro_dict;
 mod repro_vocab;
@@ -23,6 +24,9 @@ enum Command {
         #[command(subcommand)]
         which: Repro,
     },
+    /// Train the tokenizers and the four small models of `anyspec demo` into assets/demo/
+    /// (about 15 minutes of CPU training in release mode).
+    DemoAssets(demo_assets::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
         #[command(subcommand)]
@@ -67,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             Repro::Vocab { data } => repro_vocab::run(&data),
             Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
         },
+        Command::DemoAssets(args) => demo_assets::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },

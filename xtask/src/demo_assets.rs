@@ -1,0 +1,512 @@
+//! `cargo xtask demo-assets`: trains the tokenizers and the four small models that `anyspec demo`
+//! ships with, from the public-domain Gutenberg books in `<data>/corpora/en-gutenberg`, and writes
+//! them with loss curves and a README under `assets/demo/`.
+//!
+//! Everything runs on the CPU in release mode; the default step counts fit in about 15 minutes of
+//! training on a 2-core machine.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use anyspec_core::NoProgress;
+use anyspec_train::{
+    ModelSpec, StepLog, StoredDtype, TrainConfig, TrainReport, TrainableLlama, byte_tokenizer, encode_stream,
+    save_checkpoint, train, train_byte_level_bpe, train_metaspace_bpe,
+};
+use tokenizers::Tokenizer;
+
+/// The corpus, relative to `--data`.
+const CORPUS: &str = "corpora/en-gutenberg/gutenberg_en";
+/// The book held out for validation and demo prompts (not trained on).
+const HELD_OUT_BOOK: &str = "pg1342";
+/// Characters of training text the tokenizers learn from (a slice of every book).
+const TOKENIZER_SAMPLE_CHARS: usize = 3_000_000;
+
+/// Options of the pipeline.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The shared data directory (corpora/en-gutenberg).
+    #[arg(long, default_value = "../shared")]
+    data: PathBuf,
+    /// Where the assets are written.
+    #[arg(long, default_value = "assets/demo")]
+    out: PathBuf,
+    /// Optimiser steps of the target (default from the model table).
+    #[arg(long)]
+    target_steps: Option<usize>,
+    /// Optimiser steps of each drafter (default from the model table).
+    #[arg(long)]
+    drafter_steps: Option<usize>,
+    /// Overrides every model's step count (for a quick smoke run).
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Only these models (comma-separated names); the others are left as they are on disk.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// One model of the demo.
+struct Plan {
+    name: &'static str,
+    role: &'static str,
+    tokenizer: Which,
+    spec: fn(vocab: usize, eos: u32) -> ModelSpec,
+    steps: usize,
+    batch_size: usize,
+    seq_len: usize,
+    learning_rate: f64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    ByteLevelBpe,
+    Metaspace,
+    Bytes,
+}
+
+fn spec(vocab: usize, eos: u32, hidden: usize, layers: usize, heads: usize, kv: usize) -> ModelSpec {
+    ModelSpec {
+        vocab_size: vocab,
+        hidden_size: hidden,
+        intermediate_size: hidden * 8 / 3 / 32 * 32,
+        num_layers: layers,
+        num_heads: heads,
+        num_kv_heads: kv,
+        max_position_embeddings: 1024,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-5,
+        eos_token_id: eos,
+    }
+}
+
+const TARGET_VOCAB: usize = 8192;
+const METASPACE_VOCAB: usize = 2048;
+
+fn plans() -> Vec<Plan> {
+    vec![
+        Plan {
+            name: "target",
+            role: "target (byte-level BPE, 8k)",
+            tokenizer: Which::ByteLevelBpe,
+            spec: |v, e| spec(v, e, 256, 4, 4, 2),
+            steps: 400,
+            batch_size: 8,
+            seq_len: 128,
+            learning_rate: 3e-3,
+        },
+        Plan {
+            name: "drafter-same",
+            role: "drafter, same tokenizer as the target",
+            tokenizer: Which::ByteLevelBpe,
+            spec: |v, e| spec(v, e, 128, 2, 4, 2),
+            steps: 300,
+            batch_size: 8,
+            seq_len: 128,
+            learning_rate: 4e-3,
+        },
+        Plan {
+            name: "drafter-sp",
+            role: "drafter, SentencePiece-style BPE (2k, byte fallback)",
+            tokenizer: Which::Metaspace,
+            spec: |v, e| spec(v, e, 128, 2, 4, 2),
+            steps: 300,
+            batch_size: 8,
+            seq_len: 128,
+            learning_rate: 4e-3,
+        },
+        Plan {
+            name: "drafter-byte",
+            role: "drafter, one token per byte (SLRS)",
+            tokenizer: Which::Bytes,
+            spec: |v, e| spec(v, e, 128, 3, 4, 2),
+            steps: 300,
+            batch_size: 8,
+            seq_len: 256,
+            learning_rate: 4e-3,
+        },
+    ]
+}
+
+struct Corpus {
+    train: Vec<String>,
+    valid: Vec<String>,
+    train_books: Vec<String>,
+}
+
+/// Paragraphs of every book; the held-out book becomes validation text.
+fn read_corpus(data: &Path) -> anyhow::Result<Corpus> {
+    let text_path = data.join(format!("{CORPUS}.txt"));
+    let index_path = data.join(format!("{CORPUS}.index.tsv"));
+    let text = std::fs::read(&text_path)
+        .with_context(|| format!("reading {} (pass --data PATH to the shared data directory)", text_path.display()))?;
+    let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
+    let (mut train, mut valid, mut train_books) = (Vec::new(), Vec::new(), Vec::new());
+    for line in index.lines().skip(1) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [doc_id, title, .., start, len] = fields.as_slice() else {
+            bail!("{}: malformed row {line:?}", index_path.display());
+        };
+        let (start, len): (usize, usize) = (start.parse()?, len.parse()?);
+        let doc = std::str::from_utf8(&text[start..start + len]).context("the corpus is not UTF-8")?;
+        let paragraphs = doc.split("\n\n").map(str::trim).filter(|p| !p.is_empty()).map(str::to_owned);
+        if *doc_id == HELD_OUT_BOOK {
+            valid.extend(paragraphs);
+        } else {
+            train.extend(paragraphs);
+            train_books.push(format!("{doc_id} {title}"));
+        }
+    }
+    if train.is_empty() || valid.is_empty() {
+        bail!("{} has no training or no validation text (held-out book {HELD_OUT_BOOK})", index_path.display());
+    }
+    Ok(Corpus { train, valid, train_books })
+}
+
+/// Every k-th paragraph up to about `chars` characters, so every book is represented.
+fn sample(paragraphs: &[String], chars: usize) -> Vec<&str> {
+    let total: usize = paragraphs.iter().map(String::len).sum();
+    let stride = (total / chars).max(1);
+    paragraphs.iter().step_by(stride).map(String::as_str).collect()
+}
+
+#[allow(clippy::print_stderr)]
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let corpus = read_corpus(&args.data)?;
+    std::fs::create_dir_all(&args.out)?;
+    eprintln!(
+        "corpus: {} training paragraphs from {} books, {} validation paragraphs ({HELD_OUT_BOOK})",
+        corpus.train.len(),
+        corpus.train_books.len(),
+        corpus.valid.len()
+    );
+
+    let tokenizer_text = sample(&corpus.train, TOKENIZER_SAMPLE_CHARS);
+    let t = Instant::now();
+    let byte_level = train_byte_level_bpe(&tokenizer_text, TARGET_VOCAB)?;
+    let metaspace = train_metaspace_bpe(&tokenizer_text, METASPACE_VOCAB, 150)?;
+    let bytes = byte_tokenizer()?;
+    eprintln!("tokenizers trained in {:.1} s", t.elapsed().as_secs_f64());
+
+    let device = burn::tensor::Device::flex();
+    let mut results: Vec<(String, ModelSpec, TrainReport, TrainConfig)> = Vec::new();
+    for plan in plans() {
+        if !args.only.is_empty() && !args.only.iter().any(|n| n == plan.name) {
+            continue;
+        }
+        let (tokenizer, eos): (&Tokenizer, u32) = match plan.tokenizer {
+            Which::ByteLevelBpe => (&byte_level, 0),
+            Which::Metaspace => (&metaspace, 0),
+            Which::Bytes => (&bytes, 0),
+        };
+        let t = Instant::now();
+        let train_stream = encode_stream(tokenizer, &corpus.train, eos)?;
+        let valid_stream = encode_stream(tokenizer, &corpus.valid, eos)?;
+        eprintln!(
+            "{}: {} training tokens, {} validation tokens (encoded in {:.1} s)",
+            plan.name,
+            train_stream.len(),
+            valid_stream.len(),
+            t.elapsed().as_secs_f64()
+        );
+        let spec = (plan.spec)(tokenizer.get_vocab_size(true), eos);
+        let default_steps = if plan.name == "target" { args.target_steps } else { args.drafter_steps };
+        let steps = args.steps.or(default_steps).unwrap_or(plan.steps);
+        let config = TrainConfig {
+            steps,
+            batch_size: plan.batch_size,
+            seq_len: plan.seq_len,
+            learning_rate: plan.learning_rate,
+            final_lr_fraction: 0.1,
+            warmup_steps: (steps / 20).max(1),
+            weight_decay: 0.1,
+            eval_every: (steps / 10).max(1),
+            eval_windows: 32,
+            seed: 20_261_121,
+        };
+        eprintln!(
+            "{}: {} parameters, {steps} steps of {}×{}",
+            plan.name,
+            spec.parameter_count(),
+            plan.batch_size,
+            plan.seq_len
+        );
+        let mut model = TrainableLlama::new(spec.clone(), 1, &device)?;
+        let name = plan.name;
+        let report = train(&mut model, &train_stream, &valid_stream, &config, &NoProgress, &mut |log: &StepLog| {
+            if log.step % 10 == 0 || log.valid_loss.is_some() {
+                let valid = log.valid_loss.map(|v| format!(" valid {v:.3}")).unwrap_or_default();
+                eprintln!(
+                    "{name} step {:>5}/{steps} loss {:.3}{valid} lr {:.2e} |g| {:.2} {:.0} s",
+                    log.step, log.loss, log.learning_rate, log.grad_norm, log.elapsed_s
+                );
+            }
+        })?;
+        let dir = args.out.join(plan.name);
+        let metadata = [
+            ("corpus", format!("{CORPUS} (public domain), all books but {HELD_OUT_BOOK}")),
+            ("steps", steps.to_string()),
+            ("batch_size", plan.batch_size.to_string()),
+            ("seq_len", plan.seq_len.to_string()),
+            ("learning_rate", plan.learning_rate.to_string()),
+            ("final_valid_loss", format!("{:.4}", report.final_valid_loss().unwrap_or(f32::NAN))),
+        ];
+        save_checkpoint(&model, tokenizer, &dir, StoredDtype::F16, &metadata)?;
+        std::fs::write(dir.join("training.json"), serde_json::to_string(&report)?)?;
+        eprintln!("{}: saved to {} after {:.0} s", plan.name, dir.display(), report.seconds);
+        results.push((plan.name.to_owned(), spec, report, config));
+    }
+
+    write_prompts(&args.out, &corpus.valid)?;
+    write_dictionary_corpus(&args.out, &corpus.train)?;
+    let curves = args.out.join("loss_curves.png");
+    let drew = draw_curves(&curves, &args.out)?;
+    write_readme(&args.out, &corpus, drew, started.elapsed().as_secs_f64())?;
+    eprintln!("demo assets written to {} in {:.0} s", args.out.display(), started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Characters of training text shipped (gzip) for `anyspec demo` to build its n-gram dictionary.
+const DICTIONARY_CORPUS_CHARS: usize = 6_000_000;
+
+/// `corpus.txt.gz`: an evenly spread sample of the training paragraphs, from which the demo
+/// builds its DictSpec dictionary (the demo machine has no `../shared`).
+fn write_dictionary_corpus(out: &Path, train: &[String]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let file = std::fs::File::create(out.join("corpus.txt.gz"))?;
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+    for paragraph in sample(train, DICTIONARY_CORPUS_CHARS) {
+        gz.write_all(paragraph.as_bytes())?;
+        gz.write_all(b"\n\n")?;
+    }
+    gz.finish()?.sync_all()?;
+    Ok(())
+}
+
+/// The demo's prompts: the openings of a few paragraphs of the held-out book.
+fn write_prompts(out: &Path, valid: &[String]) -> anyhow::Result<()> {
+    let prompts: Vec<String> = valid
+        .iter()
+        .filter(|p| p.len() > 200 && !p.starts_with('“') && p.is_ascii())
+        .step_by(97)
+        .take(8)
+        .map(|p| {
+            let cut = p.char_indices().map(|(i, _)| i).filter(|&i| i >= 120).find(|&i| p[..i].ends_with(' '));
+            p[..cut.unwrap_or(p.len())].trim_end().replace('\n', " ")
+        })
+        .collect();
+    std::fs::write(out.join("prompts.json"), serde_json::to_string_pretty(&prompts)?)?;
+    Ok(())
+}
+
+/// Training and validation loss of every model found under `out`, in one PNG.
+fn draw_curves(path: &Path, out: &Path) -> anyhow::Result<bool> {
+    use plotters::prelude::*;
+    let Some(font) = load_font() else { return Ok(false) };
+    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
+        .map_err(|_| anyhow::anyhow!("the system font could not be parsed"))?;
+    let mut series: Vec<(String, TrainReportLite)> = Vec::new();
+    for plan in plans() {
+        let file = out.join(plan.name).join("training.json");
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            series.push((plan.name.to_owned(), serde_json::from_str(&text)?));
+        }
+    }
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let max_step = series.iter().map(|(_, r)| r.steps.len()).max().unwrap_or(1) as f64;
+    let max_loss = series.iter().flat_map(|(_, r)| r.steps.iter().map(|s| s.loss)).fold(0f32, f32::max) as f64;
+    let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Demo models: training loss (lines, 20-step mean) and validation loss (dots)", ("sans-serif", 20))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..max_step, 0f64..max_loss * 1.05)?;
+    chart
+        .configure_mesh()
+        .x_desc("optimiser step")
+        .y_desc("cross-entropy (nats per token of the model's own tokenizer)")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let palette = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44), RGBColor(148, 103, 189)];
+    for (i, (name, report)) in series.iter().enumerate() {
+        let color = palette[i % palette.len()];
+        let losses: Vec<f32> = report.steps.iter().map(|s| s.loss).collect();
+        let smoothed: Vec<(f64, f64)> = (0..losses.len())
+            .map(|j| {
+                let from = j.saturating_sub(19);
+                let window = &losses[from..=j];
+                ((j + 1) as f64, window.iter().map(|&l| f64::from(l)).sum::<f64>() / window.len() as f64)
+            })
+            .collect();
+        chart
+            .draw_series(std::iter::once(PathElement::new(smoothed, color.stroke_width(2))))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(
+            report
+                .steps
+                .iter()
+                .filter_map(|s| s.valid_loss.map(|v| Circle::new((s.step as f64, f64::from(v)), 5, color.filled()))),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 14))
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    root.present()?;
+    Ok(true)
+}
+
+#[derive(serde::Deserialize)]
+struct TrainReportLite {
+    steps: Vec<StepLite>,
+    tokens_seen: u64,
+    seconds: f64,
+}
+
+#[derive(serde::Deserialize)]
+struct StepLite {
+    step: usize,
+    loss: f32,
+    valid_loss: Option<f32>,
+}
+
+fn load_font() -> Option<&'static [u8]> {
+    let candidates = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/Library/Fonts/Arial.ttf",
+        "C:\\Windows\\Fonts\\arial.ttf",
+    ];
+    candidates.iter().find_map(|p| std::fs::read(p).ok()).map(|bytes| &*Box::leak(bytes.into_boxed_slice()))
+}
+
+/// assets/demo/README.md from what is on disk (so a partial `--only` rebuild keeps it whole).
+fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow::Result<()> {
+    let mut md = String::new();
+    writeln!(md, "# Demo models\n")?;
+    writeln!(
+        md,
+        "Four small Llama-architecture models and three tokenizers, trained from scratch in Rust \
+         (burn autodiff, `tokenizers` trainers) by `cargo xtask demo-assets` so that `anyspec demo` \
+         runs on a machine that cannot download a model. They are tiny and undertrained: they exist \
+         to exercise every code path of speculative decoding, not to write good prose.\n"
+    )?;
+    writeln!(md, "## Corpus and licence\n")?;
+    writeln!(
+        md,
+        "`shared/{CORPUS}.txt`: {} public-domain English books from Project Gutenberg (via the \
+         GITenberg repositories; Project Gutenberg boilerplate removed, see `shared/corpora/SOURCES.md`). \
+         The works are in the public domain in the US; the derived weights and tokenizers here carry \
+         the project's licence (MIT OR Apache-2.0). *{}* ({HELD_OUT_BOOK}) is held out from training: \
+         it supplies the validation loss and the demo prompts (`prompts.json`). `corpus.txt.gz` is \
+         an evenly spread {:.0} MB sample of the training paragraphs, from which `anyspec demo` builds \
+         its n-gram dictionary.\n",
+        corpus.train_books.len() + 1,
+        "Pride and Prejudice",
+        DICTIONARY_CORPUS_CHARS as f64 / 1e6
+    )?;
+    writeln!(md, "Trained on: {}.\n", corpus.train_books.join("; "))?;
+    writeln!(md, "## Models\n")?;
+    writeln!(
+        md,
+        "| directory | role | tokenizer vocab | layers × width (heads / kv heads) | parameters | steps × batch × seq | tokens seen | final validation loss | train time | size on disk |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
+    let mut total_bytes = 0u64;
+    for plan in plans() {
+        let dir = out.join(plan.name);
+        let Ok(config) = std::fs::read_to_string(dir.join("config.json")) else { continue };
+        let config: serde_json::Value = serde_json::from_str(&config)?;
+        let report: TrainReportLite = serde_json::from_str(&std::fs::read_to_string(dir.join("training.json"))?)?;
+        let get = |k: &str| config[k].as_u64().unwrap_or(0) as usize;
+        let spec = ModelSpec {
+            vocab_size: get("vocab_size"),
+            hidden_size: get("hidden_size"),
+            intermediate_size: get("intermediate_size"),
+            num_layers: get("num_hidden_layers"),
+            num_heads: get("num_attention_heads"),
+            num_kv_heads: get("num_key_value_heads"),
+            max_position_embeddings: get("max_position_embeddings"),
+            rope_theta: 10_000.0,
+            rms_norm_eps: 1e-5,
+            eos_token_id: 0,
+        };
+        let bytes: u64 = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+        total_bytes += bytes;
+        let valid = report.steps.iter().rev().find_map(|s| s.valid_loss).unwrap_or(f32::NAN);
+        writeln!(
+            md,
+            "| `{}` | {} | {} | {} × {} ({} / {}) | {:.2} M | {} × {} × {} | {:.2} M | {valid:.3} nats | {:.0} s | {:.1} MB |",
+            plan.name,
+            plan.role,
+            spec.vocab_size,
+            spec.num_layers,
+            spec.hidden_size,
+            spec.num_heads,
+            spec.num_kv_heads,
+            spec.parameter_count() as f64 / 1e6,
+            report.steps.len(),
+            plan.batch_size,
+            plan.seq_len,
+            report.tokens_seen as f64 / 1e6,
+            report.seconds,
+            bytes as f64 / 1e6
+        )?;
+    }
+    writeln!(
+        md,
+        "\nWeights are stored as f16 (`model.safetensors`, Hugging Face tensor names, tied embeddings); \
+         the loaders convert to f32. Total: {:.1} MB. Each directory is a Hugging Face checkpoint \
+         (`config.json` with `model_type: llama`, `model.safetensors`, `tokenizer.json`) plus \
+         `training.json`, the per-step loss log.\n",
+        total_bytes as f64 / 1e6
+    )?;
+    writeln!(md, "Tokenizers:\n")?;
+    writeln!(
+        md,
+        "- `target`, `drafter-same`: GPT-2 style byte-level BPE, {TARGET_VOCAB} tokens, `<|endoftext|>` = 0."
+    )?;
+    writeln!(
+        md,
+        "- `drafter-sp`: SentencePiece-style BPE (Metaspace `▁` word starts, 256 `<0xXX>` byte-fallback \
+         tokens, 150-character alphabet), {METASPACE_VOCAB} tokens, `</s>` = 0."
+    )?;
+    writeln!(
+        md,
+        "- `drafter-byte`: one token per UTF-8 byte (GPT-2 byte alphabet), 257 tokens, `<|endoftext|>` = 0.\n"
+    )?;
+    writeln!(
+        md,
+        "Losses are in nats per token of each model's own tokenizer, so they are not comparable across \
+         tokenizers (a byte carries less than a BPE token).\n"
+    )?;
+    writeln!(md, "## Loss curves\n")?;
+    if drew {
+        writeln!(md, "![training and validation loss](loss_curves.png)\n")?;
+    } else {
+        writeln!(md, "Not drawn: no TrueType font (DejaVuSans) was found on this machine.\n")?;
+    }
+    writeln!(md, "## Rebuilding\n")?;
+    writeln!(md, "```sh\ncargo xtask demo-assets --data ../shared --out assets/demo\n```\n")?;
+    writeln!(
+        md,
+        "Release build, CPU only; the last full run took {:.0} s end to end on a 2-core machine shared \
+         with other builds. Seeds are fixed; burn's multi-threaded CPU reductions can still change the \
+         last bits between machines. `--steps N` gives a quick smoke run, `--only target,drafter-same` \
+         rebuilds some models.",
+        seconds
+    )?;
+    std::fs::write(out.join("README.md"), md)?;
+    Ok(())
+}
