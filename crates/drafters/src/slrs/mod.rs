@@ -177,7 +177,9 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
         sampling: &SamplingConfig,
         rng: &mut dyn RngCore,
     ) -> anyspec_core::Result<(Option<u32>, Vec<f64>, f64)> {
-        let limits = Limits { lookahead: self.config.lookahead.unwrap_or(usize::MAX), budget: self.config.budget };
+        let room = self.model.room(context)?;
+        let lookahead = self.config.lookahead.unwrap_or(usize::MAX).min(room);
+        let limits = Limits { lookahead, budget: self.config.budget };
         let e = expand(&self.space, &mut self.model, context, sampling, limits, rng)?;
         self.cost.walks += 1;
         self.cost.positions += e.scored;

@@ -19,17 +19,32 @@ pub trait TokenTreeModel {
     /// Logits over the drafter's vocabulary of the token after `context` followed by each
     /// continuation (drafter ids), one row per continuation, in order.
     fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>>;
+
+    /// Most drafter tokens a walk from `context` may draw: a model with a context window
+    /// answers how many more positions fit (a walk of `n` tokens scores continuations of up to
+    /// `n − 1`). Walks are cut to this length, with ψ computed for the cut walk, so a full window
+    /// shortens drafts instead of failing generation.
+    fn room(&mut self, context: &[u32]) -> anyspec_core::Result<usize> {
+        let _ = context;
+        Ok(usize::MAX)
+    }
 }
 
 impl<M: TokenTreeModel + ?Sized> TokenTreeModel for &mut M {
     fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>> {
         (**self).next_logits(context, continuations)
     }
+    fn room(&mut self, context: &[u32]) -> anyspec_core::Result<usize> {
+        (**self).room(context)
+    }
 }
 
 impl<M: TokenTreeModel + ?Sized> TokenTreeModel for Box<M> {
     fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>> {
         (**self).next_logits(context, continuations)
+    }
+    fn room(&mut self, context: &[u32]) -> anyspec_core::Result<usize> {
+        (**self).room(context)
     }
 }
 

@@ -1,0 +1,102 @@
+//! Cost of SLRS drafting: one walk with its full ψ expansion, as the target's tokens get longer,
+//! for a character-level drafter and for a drafter with multi-byte tokens; and one sampled draft
+//! with the real fixture pair (burn models, byte-level BPE tokenizers).
+//!
+//! Synthetic target: every string of 1..=L letters over {a, b, c, d} (all prefixes are tokens,
+//! so every trie node is live). Drafters: the four letters (character-level), or every string of
+//! 1..=3 letters (multi-byte: a prefix of `l` letters has about 1.8^l spellings). The number of
+//! drafter positions scored per walk is in each benchmark's name (`positions=`), computed from
+//! the vocabularies by `ExpansionPlan`; the time per walk divided by it is the cost of one scored
+//! drafter position in the toy model (the real cost is one drafter forward position each).
+
+use std::path::{Path, PathBuf};
+
+use anyspec_core::toy::MarkovChain;
+use anyspec_core::{Drafter, SamplingConfig};
+use anyspec_drafters::slrs::{ExpansionPlan, MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, TextTokenizer};
+use anyspec_vocab_map::{TokenKind, Vocabulary};
+use criterion::{Criterion, criterion_group, criterion_main};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+const LETTERS: [&str; 4] = ["a", "b", "c", "d"];
+
+/// Every string of `1..=max_len` letters.
+fn strings(max_len: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut level = vec![String::new()];
+    for _ in 0..max_len {
+        level = level.iter().flat_map(|s| LETTERS.iter().map(move |l| format!("{s}{l}"))).collect();
+        all.extend(level.iter().cloned());
+    }
+    all
+}
+
+fn space(target: &[String], drafter: &[String]) -> StringSpace {
+    let t: Vec<Option<&[u8]>> = target.iter().map(|s| Some(s.as_bytes())).collect();
+    let d: Vec<Option<&[u8]>> = drafter.iter().map(|s| Some(s.as_bytes())).collect();
+    StringSpace::new(&t, t.len(), &d, d.len()).expect("valid vocabularies")
+}
+
+fn toy_walks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("slrs_walk");
+    group.sample_size(10);
+    for (name, drafter) in [("char_drafter", strings(1)), ("multibyte_drafter", strings(3))] {
+        for max_len in [2, 3, 4, 5, 6] {
+            let target = strings(max_len);
+            let space = space(&target, &drafter);
+            let positions = ExpansionPlan::new(&space).worst_case(None);
+            let mut rng = StdRng::seed_from_u64(max_len as u64);
+            let after_target = MarkovChain::random(target.len(), drafter.len(), 1.0, &mut rng);
+            let after_drafter = MarkovChain::random(drafter.len(), drafter.len(), 1.0, &mut rng);
+            let model = MarkovTreeModel::new(after_target, after_drafter).expect("valid chains");
+            let config = SlrsConfig { lookahead: None, budget: u64::MAX };
+            let mut slrs = SlrsDrafter::new(model, space, config).expect("within budget");
+            let sampling = SamplingConfig::default();
+            group.bench_function(format!("{name}/L={max_len}/positions={positions}"), |b| {
+                b.iter(|| slrs.walk(&[0], &sampling, &mut rng).expect("walk"));
+            });
+        }
+    }
+    group.finish();
+}
+
+fn load(dir: &Path) -> Llama {
+    Checkpoint::open(dir).and_then(|c| c.load_model(&DeviceChoice::Cpu.device()?)).expect("fixture model loads")
+}
+
+fn surfaces(vocabulary: &Vocabulary) -> Vec<Option<&[u8]>> {
+    (0..vocabulary.len() as u32)
+        .map(|id| vocabulary.token(id).filter(|t| t.kind != TokenKind::Special).and_then(|_| vocabulary.surface(id)))
+        .collect()
+}
+
+fn real_pair(c: &mut Criterion) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target_dir = root.join("../models/tests/data/mistral-window-f16");
+    let drafter_dir = root.join("tests/data/hetero-drafter");
+    let tokenizer = |dir: &Path| TextTokenizer::from_file(&dir.join("tokenizer.json")).expect("fixture tokenizer");
+    let vocabulary = |dir: &Path| Vocabulary::from_file(&dir.join("tokenizer.json")).expect("fixture vocabulary");
+    let (target_vocab, drafter_vocab) = (vocabulary(&target_dir), vocabulary(&drafter_dir));
+    let model = load(&drafter_dir);
+    let drafter_size = model.config().vocab_size;
+    let space = StringSpace::new(&surfaces(&target_vocab), 320, &surfaces(&drafter_vocab), drafter_size)
+        .expect("valid vocabularies");
+    let positions = ExpansionPlan::new(&space).worst_case(None);
+    let text = TextTreeModel::new(model, tokenizer(&target_dir), tokenizer(&drafter_dir)).expect("tree model");
+    let mut slrs = SlrsDrafter::new(text, space, SlrsConfig { lookahead: None, budget: u64::MAX }).expect("budget");
+    let prompt = tokenizer(&target_dir).encode("The quick brown fox jumps over the lazy").expect("encode");
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut group = c.benchmark_group("slrs_real_pair");
+    group.sample_size(10);
+    for (name, sampling) in [("greedy", SamplingConfig::greedy()), ("temperature_1", SamplingConfig::default())] {
+        group.bench_function(format!("{name}/one_token/worst_positions={positions}"), |b| {
+            b.iter(|| slrs.propose(&prompt, 1, &sampling, &mut rng).expect("propose"));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, toy_walks, real_pair);
+criterion_main!(benches);
