@@ -12,8 +12,9 @@ fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../affinity/tests/data").join(name).display().to_string()
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-affinity-{}", std::process::id()));
+/// A fresh directory per test (tests run in parallel in one process).
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-affinity-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -25,7 +26,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn build_then_inspect_with_rows() {
-    let dir = temp_dir();
+    let dir = temp_dir("build");
     let matrix = dir.join("m.safetensors").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let built = json(&anyspec(&[
@@ -85,8 +86,7 @@ fn build_then_inspect_with_rows() {
 
 #[test]
 fn refusals_and_flag_errors() {
-    let dir = temp_dir().join("errors");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("errors");
     let matrix = dir.join("m.safetensors").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let out =

@@ -11,8 +11,9 @@ fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../affinity/tests/data").join(name).display().to_string()
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-shortlist-{}", std::process::id()));
+/// A fresh directory per test (tests run in parallel in one process).
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-shortlist-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -24,7 +25,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn build_keeps_eos_and_inspect_agrees() {
-    let dir = temp_dir();
+    let dir = temp_dir("build");
     let list = dir.join("s.bin").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let built = json(&anyspec(&[
@@ -54,8 +55,7 @@ fn build_keeps_eos_and_inspect_agrees() {
 
 #[test]
 fn errors_name_the_flag_and_the_fix() {
-    let dir = temp_dir().join("errors");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("errors");
     let list = dir.join("s.bin").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let out =
