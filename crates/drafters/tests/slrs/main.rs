@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use anyspec_core::toy::{MarkovChain, MarkovTarget};
 use anyspec_core::{Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_drafters::Error;
-use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace};
+use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TokenTreeModel};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -208,15 +208,25 @@ fn emitted_sequences_follow_the_target_distribution_with_a_lookahead_and_top_k()
     assert!(g.p_value > PASS_P_VALUE, "{g:?}");
 }
 
-/// The broken variant: the same walk, verified against the paper's definition read literally,
-/// `ψ(t) = Σ_{x spells t} P(x)`, which ignores that a walk through `t` may go on to a longer
-/// token.
-struct LiteralPsi {
+/// A broken variant: the same walks, verified against another ψ — either the paper's definition
+/// read literally, `ψ(t) = Σ_{x spells t} P(x)`, which ignores that a walk through `t` may go on
+/// to a longer token, or the right law for another lookahead than the walk used.
+struct WrongPsi {
     inner: SlrsDrafter<MarkovTreeModel>,
     model: MarkovTreeModel,
+    /// `Some(n)`: the law of walks of at most `n` drafter tokens; `None`: the literal sum.
+    law_lookahead: Option<usize>,
 }
 
-impl Drafter for LiteralPsi {
+impl WrongPsi {
+    fn row(&self, context: &[u32]) -> Vec<f32> {
+        let (psi, _, literal) = BruteForce::run(&self.model, context, self.law_lookahead.unwrap_or(usize::MAX));
+        let row = if self.law_lookahead.is_some() { psi } else { literal };
+        row.iter().map(|&x| x as f32).collect()
+    }
+}
+
+impl Drafter for WrongPsi {
     fn propose(
         &mut self,
         context: &[u32],
@@ -225,16 +235,22 @@ impl Drafter for LiteralPsi {
         rng: &mut dyn RngCore,
     ) -> anyspec_core::Result<Draft> {
         let mut draft = self.inner.propose(context, max_tokens, sampling, rng)?;
+        let mut sequence = context.to_vec();
+        let mut rows = Vec::new();
+        for &token in &draft.tokens {
+            rows.push(self.row(&sequence));
+            sequence.push(token);
+        }
+        let last = self.row(&sequence);
         if let DraftOrigin::Sampled { distributions, outside_target } = &mut draft.origin {
-            let mut sequence = context.to_vec();
-            for (row, &token) in distributions.iter_mut().zip(&draft.tokens) {
-                let (_, _, literal) = BruteForce::run(&self.model, &sequence, usize::MAX);
-                *row = literal.iter().map(|&x| x as f32).collect();
-                sequence.push(token);
+            // A wrong law may give a proposed token no mass at all: keep it barely possible so
+            // the verifier runs (the emitted distribution is what is tested).
+            for ((row, new), &token) in distributions.iter_mut().zip(rows).zip(&draft.tokens) {
+                *row = new;
+                row[token as usize] = row[token as usize].max(1e-6);
             }
             if let Some(row) = outside_target {
-                let (_, _, literal) = BruteForce::run(&self.model, &sequence, usize::MAX);
-                *row = literal.iter().map(|&x| x as f32).collect();
+                *row = last;
             }
         }
         Ok(draft)
@@ -245,10 +261,66 @@ impl Drafter for LiteralPsi {
 fn the_literal_sum_over_segmentations_is_caught() {
     let p = pair(6, 1.5);
     let target = p.target.clone();
-    let mut broken = LiteralPsi { model: p.model.clone(), inner: drafter(p.model, None) };
-    let counts = emitted_counts(&target, &mut broken, 3, 3, 60_000, 60);
+    let mut broken = WrongPsi { model: p.model.clone(), inner: drafter(p.model, None), law_lookahead: None };
+    let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 60);
     let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
     assert!(g.p_value < POWER_P_VALUE, "{g:?}");
+}
+
+#[test]
+fn psi_for_another_lookahead_than_the_walk_is_caught() {
+    // Walks of one drafter token, verified with the law of unlimited walks: n_max must be the
+    // same on both sides.
+    let p = pair(6, 1.5);
+    let target = p.target.clone();
+    let mut broken =
+        WrongPsi { model: p.model.clone(), inner: drafter(p.model, Some(1)), law_lookahead: Some(usize::MAX) };
+    let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 61);
+    let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+    assert!(g.p_value < POWER_P_VALUE, "{g:?}");
+}
+
+/// A drafter whose context window leaves room for `room` drafter tokens per walk.
+struct Windowed {
+    inner: MarkovTreeModel,
+    room: usize,
+}
+
+impl TokenTreeModel for Windowed {
+    fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>> {
+        assert!(continuations.iter().all(|x| x.len() < self.room), "scored past the window");
+        self.inner.next_logits(context, continuations)
+    }
+
+    fn room(&mut self, _context: &[u32]) -> anyspec_core::Result<usize> {
+        Ok(self.room)
+    }
+}
+
+#[test]
+fn a_full_drafter_window_shortens_walks_and_psi_follows() {
+    for room in [0, 1, 2] {
+        let p = pair(12, 1.5);
+        let model = Windowed { inner: p.model.clone(), room };
+        let mut d = SlrsDrafter::new(model, space(), SlrsConfig::default()).unwrap();
+        let mut rng = StdRng::seed_from_u64(12);
+        let (_, psi, none) = d.walk(&[5], &SamplingConfig::default(), &mut rng).unwrap();
+        let (want, want_none, _) = BruteForce::run(&p.model, &[5], room);
+        for (got, want) in psi.iter().zip(&want) {
+            assert!((got - want).abs() < 1e-6, "room {room}: ψ {psi:?} vs {want:?}");
+        }
+        assert!((none - want_none).abs() < 1e-6);
+        // No room at all: nothing is drafted, and the step is plain sampling.
+        let draft = d.propose(&[5], 3, &SamplingConfig::default(), &mut rng).unwrap();
+        assert!(
+            room > 0
+                || draft
+                    == Draft {
+                        tokens: vec![],
+                        origin: DraftOrigin::Sampled { distributions: vec![], outside_target: None }
+                    }
+        );
+    }
 }
 
 #[test]

@@ -81,3 +81,18 @@ fn sampled_slrs_with_real_models_drafts_exact_sub_distributions() {
     let cost = drafter.last_cost();
     assert!(cost.positions <= drafter.plan().worst_case(None) * cost.walks, "{cost:?}");
 }
+
+#[test]
+fn generation_past_the_drafter_window_shortens_drafts_instead_of_failing() {
+    // The fixtures' windows are 128 positions: generation runs into the target's limit, and the
+    // drafter's (its ids can outnumber the target's) must cut its walks rather than fail.
+    let config =
+        GenerationConfig { gamma: 4, max_new_tokens: 200, sampling: SamplingConfig::greedy(), ..Default::default() };
+    let mut rng = StdRng::seed_from_u64(2);
+    let mut target = LlamaTarget::new(load(&target_dir()));
+    let mut drafter = slrs_drafter();
+    let out =
+        generate(&mut target, Some(&mut drafter), &prompt(), &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+            .unwrap();
+    assert_eq!(out.stop_reason, anyspec_core::StopReason::ContextFull);
+}
