@@ -35,6 +35,9 @@ pub(crate) struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The demo: the committed small models with every drafting method, compared in one table
+    /// (acceptance, tokens per step, speed, and whether greedy output is unchanged).
+    Demo(commands::demo::Args),
     /// Expected tokens per step, walltime improvement and the best γ for an acceptance rate.
     Theory(commands::theory::Args),
     /// Run every verification rule on toy Markov models and compare with theory.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
     init_logging(&cli.global);
     let progress = progress::BarReporter::new(!(cli.global.quiet || cli.global.no_progress));
     let result = match cli.command {
+        Command::Demo(args) => commands::demo::run(args, &progress),
         Command::Theory(args) => commands::theory::run(args),
         Command::Simulate(args) => commands::simulate::run(args, &progress),
         Command::Vocab(args) => commands::vocab::run(args, &progress),

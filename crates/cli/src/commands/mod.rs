@@ -1,5 +1,6 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub(crate) mod demo;
 pub(crate) mod dict;
 pub(crate) mod generate;
 pub(crate) mod simulate;
