@@ -8,12 +8,20 @@
 //! drafter positions scored per walk is in each benchmark's name (`positions=`), computed from
 //! the vocabularies by `ExpansionPlan`; the time per walk divided by it is the cost of one scored
 //! drafter position in the toy model (the real cost is one drafter forward position each).
+//!
+//! With `../shared/tokenizers` present, `slrs_plan` times the check made before generation
+//! (building the string space and the worst-case plan) for real tokenizer pairs, with the
+//! worst-case positions per drafted token and the largest lookahead within the default budget
+//! in the names; the drafter is either the real one or its single-byte tokens only (a
+//! byte-level drafter spelling the same text). Absent that folder, it is skipped.
 
 use std::path::{Path, PathBuf};
 
 use anyspec_core::toy::MarkovChain;
 use anyspec_core::{Drafter, SamplingConfig};
-use anyspec_drafters::slrs::{ExpansionPlan, MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
+use anyspec_drafters::slrs::{
+    DEFAULT_SLRS_BUDGET, ExpansionPlan, MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel,
+};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, TextTokenizer};
 use anyspec_vocab_map::{TokenKind, Vocabulary};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -98,5 +106,43 @@ fn real_pair(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, toy_walks, real_pair);
+fn real_tokenizer_plans(c: &mut Criterion) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tokenizers");
+    if !dir.is_dir() {
+        return; // The shared data is not on this machine: nothing to measure.
+    }
+    let mut group = c.benchmark_group("slrs_plan");
+    group.sample_size(10);
+    for (target, drafter) in [("llama3", "gpt2"), ("qwen2", "llama2")] {
+        let vocabulary = |name: &str| Vocabulary::from_file(&dir.join(name).join("tokenizer.json"));
+        let (Ok(target_vocab), Ok(drafter_vocab)) = (vocabulary(target), vocabulary(drafter)) else { continue };
+        let target_surfaces = surfaces(&target_vocab);
+        for bytes_only in [true, false] {
+            let mut drafter_surfaces = surfaces(&drafter_vocab);
+            if bytes_only {
+                drafter_surfaces.iter_mut().filter(|s| s.is_some_and(|s| s.len() != 1)).for_each(|s| *s = None);
+            }
+            let build = || {
+                let space =
+                    StringSpace::new(&target_surfaces, target_vocab.len(), &drafter_surfaces, drafter_vocab.len())
+                        .expect("valid vocabularies");
+                let plan = ExpansionPlan::new(&space);
+                (space, plan)
+            };
+            let (space, plan) = build();
+            let worst = plan.worst_case(None);
+            let worst = if worst == u64::MAX { "over_2^64".to_string() } else { worst.to_string() };
+            let fits = plan.largest_lookahead_within(DEFAULT_SLRS_BUDGET).map_or("none".into(), |l| l.to_string());
+            let kind = if bytes_only { "byte_drafter" } else { "full_drafter" };
+            let name = format!(
+                "{target}_target/{drafter}_{kind}/trie_nodes={}/worst_positions={worst}/lookahead_within_default_budget={fits}",
+                space.node_count()
+            );
+            group.bench_function(name, |b| b.iter(build));
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, toy_walks, real_pair, real_tokenizer_plans);
 criterion_main!(benches);

@@ -12,6 +12,9 @@
 //! - [`hetero`]: model drafters with *another* tokenizer — [`HeteroModelDrafter`] with the
 //!   union, TLI and RDK bridges, [`SlemDrafter`] (string-level exact match) and the
 //!   `--algo auto` rule.
+//! - [`slrs`]: string-level rejection sampling (`--algo slrs`) — a drafter with another
+//!   tokenizer spells target tokens, verified against ψ, the exact probability of each proposal,
+//!   computed by expanding the drafter's token tree.
 //!
 //! All three are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an empty
 //! draft when nothing matches), so verification by exact match keeps any temperature lossless.

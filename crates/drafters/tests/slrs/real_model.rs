@@ -96,3 +96,19 @@ fn generation_past_the_drafter_window_shortens_drafts_instead_of_failing() {
             .unwrap();
     assert_eq!(out.stop_reason, anyspec_core::StopReason::ContextFull);
 }
+
+#[test]
+fn sampled_slrs_with_real_models_runs_through_the_targets_verification() {
+    // The target verifies ψ rows that sum to less than one and always-rejected "no proposal"
+    // drafts; nothing in its (host or device) verification may assume a full distribution.
+    let sampling = SamplingConfig::new(1.0, Some(16), 1.0).unwrap();
+    let config = GenerationConfig { gamma: 3, max_new_tokens: 12, sampling, ..Default::default() };
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut target = LlamaTarget::new(load(&target_dir()));
+    let mut drafter = slrs_drafter();
+    let out =
+        generate(&mut target, Some(&mut drafter), &prompt(), &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+            .unwrap();
+    assert_eq!(out.tokens.len(), 12);
+    assert!(out.stats.drafted > 0, "{:?}", out.stats);
+}
