@@ -104,7 +104,7 @@ pub struct PairFacts {
     pub drafter_vocab: usize,
     /// Sampling temperature (0 = greedy).
     pub temperature: f32,
-    /// Mean length of the drafter's ordinary tokens, in bytes.
+    /// Mean length of the drafter's tokens on text, in bytes (the CLI measures it on the prompt).
     pub drafter_mean_token_bytes: f64,
     /// Whether an affinity matrix was given (RDK needs one).
     pub has_affinity: bool,

@@ -1,5 +1,6 @@
 //! The target's context, kept as drafter ids: converted through text once, then extended.
 
+use anyspec_core::projection::ABSENT;
 use anyspec_models::TextTokenizer;
 
 use crate::error::Result;
@@ -23,6 +24,9 @@ use crate::hetero::text::{encode_after, ends_mid_character, text_after};
 /// - A context that ends inside a character (a byte-level token that splits a UTF-8 sequence)
 ///   is converted up to the last whole character; the rest waits for the next call.
 ///
+/// With [`ContextSync::with_shared_ids`], new target tokens that all have a counterpart in the
+/// drafter vocabulary are mapped one for one instead (see `ContextMapping::SharedIds`).
+///
 /// After a rejection the context departs from what was recorded: everything after the last
 /// alignment point inside the common prefix is dropped, and the drafter's session, which
 /// reuses the longest common prefix of the ids it is given, rolls its KV cache back with it.
@@ -32,11 +36,20 @@ pub(crate) struct ContextSync {
     drafter: Vec<u32>,
     points: Vec<(usize, usize)>,
     window: usize,
+    /// Target → drafter ids (`ABSENT` where unmatched) when shared tokens map one for one.
+    shared: Option<Vec<u32>>,
 }
 
 impl ContextSync {
     pub(crate) fn new(window: usize) -> Self {
         ContextSync { window, ..ContextSync::default() }
+    }
+
+    /// Maps new target tokens through `target_to_drafter` when every one of them has a
+    /// counterpart, falling back to text otherwise.
+    pub(crate) fn with_shared_ids(mut self, target_to_drafter: Vec<u32>) -> Self {
+        self.shared = Some(target_to_drafter);
+        self
     }
 
     /// The target ids the drafter ids stand for (a prefix of the last context, plus the last
@@ -67,7 +80,9 @@ impl ContextSync {
             Some((t, d)) => {
                 self.target.truncate(t);
                 self.drafter.truncate(d);
-                if t < context.len() {
+                if let Some(ids) = self.shared_ids(&context[t..]) {
+                    self.push_aligned(&context[t..], &ids);
+                } else if t < context.len() {
                     let window = self.window;
                     let covered = whole_characters(context, t, |end| text_after(target, &context[..end], t, window))?;
                     if covered > t {
@@ -81,6 +96,15 @@ impl ContextSync {
             }
         }
         Ok(&self.drafter)
+    }
+
+    /// `tokens` as drafter ids when shared ids are on and every token has one.
+    fn shared_ids(&self, tokens: &[u32]) -> Option<Vec<u32>> {
+        let map = self.shared.as_ref()?;
+        if tokens.is_empty() {
+            return None;
+        }
+        tokens.iter().map(|&t| map.get(t as usize).copied().filter(|&d| d != ABSENT)).collect()
     }
 
     /// Records that `target_tokens` follow the current target ids and spell the same text as

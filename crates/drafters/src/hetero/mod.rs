@@ -23,4 +23,4 @@ mod token_level;
 pub use slem::{SLEM_DRAFTER_TOKENS_PER_TARGET_TOKEN, SlemDrafter};
 pub use source::{BurnDrafterModel, DrafterModel};
 pub use text::DEFAULT_LOOKBEHIND;
-pub use token_level::{Bridge, HeteroConfig, HeteroModelDrafter, RdkForm};
+pub use token_level::{Bridge, ContextMapping, HeteroConfig, HeteroModelDrafter, RdkForm};

@@ -4,6 +4,7 @@
 use std::ops::ControlFlow;
 
 use anyspec_core::{Drafter, Generation, GenerationConfig, SamplingConfig, generate};
+use anyspec_drafters::hetero::ContextMapping;
 use anyspec_drafters::{Bridge, HeteroConfig, HeteroModelDrafter, RdkForm, SlemDrafter};
 use anyspec_models::LlamaTarget;
 use rand::SeedableRng;
@@ -54,6 +55,27 @@ fn tli_at_temperature_zero_is_autoregressive_decoding() {
     // The pruned head computes the 314 shared rows (bytes + 58 merges), not all 322.
     assert_eq!(drafter.head_rows(), 314);
     check("tli", &mut drafter);
+}
+
+#[test]
+fn tli_with_shared_ids_at_temperature_zero_is_autoregressive_decoding() {
+    let mut config = HeteroConfig::new(Bridge::Tli);
+    config.context = ContextMapping::SharedIds;
+    let mut drafter = HeteroModelDrafter::new(
+        load(&drafter_dir()),
+        config,
+        id_map(),
+        tokenizer(&target_dir()),
+        tokenizer(&drafter_dir()),
+        320,
+    )
+    .unwrap();
+    check("tli shared ids", &mut drafter);
+    // The drafter sees the target's segmentation: more of its drafts are accepted than with
+    // re-tokenized context on the same 40 tokens.
+    let shared = run(Some(&mut drafter), SamplingConfig::greedy(), 40, 0);
+    let retokenized = run(Some(&mut token_level(Bridge::Tli)), SamplingConfig::greedy(), 40, 0);
+    assert!(shared.stats.accepted > retokenized.stats.accepted, "{:?} vs {:?}", shared.stats, retokenized.stats);
 }
 
 #[test]

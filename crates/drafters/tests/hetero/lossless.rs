@@ -145,6 +145,22 @@ fn tli_is_lossless_at_several_temperatures() {
 }
 
 #[test]
+fn tli_with_shared_ids_context_is_lossless() {
+    let mut config = HeteroConfig::new(Bridge::Tli);
+    config.context = anyspec_drafters::hetero::ContextMapping::SharedIds;
+    let mut drafter = HeteroModelDrafter::with_model(
+        drafter_model(5),
+        config,
+        id_map(),
+        tokenizer(&target_dir()),
+        tokenizer(&drafter_dir()),
+        320,
+    )
+    .unwrap();
+    assert_lossless("tli shared ids", &mut drafter, SamplingConfig::new(1.0, None, 1.0).unwrap());
+}
+
+#[test]
 fn tli_with_top_k_and_an_unpruned_head_is_lossless() {
     let mut config = HeteroConfig::new(Bridge::Tli);
     config.prune_head = false;
