@@ -3,6 +3,7 @@
 mod demo_assets;
 mod dict_fixtures;
 mod repro_dict;
+mod repro_rdk;
 mod repro_vocab;
 
 use std::path::PathBuf;
@@ -55,6 +56,26 @@ enum Repro {
         #[arg(long)]
         quick: bool,
     },
+    /// RDK's synthetic experiment (oov-sampling-rdk §6.2 / Fig. 7, reconstructed): acceptance of a
+    /// pruned drafter under masking, TLI and RDK across pruning levels, written to reports/rdk.md
+    /// and reports/rdk.png. Synthetic: needs no data. Run it in release mode (about a minute).
+    Rdk {
+        /// Vocabulary size V.
+        #[arg(long, default_value_t = repro_rdk::Options::default().vocab)]
+        vocab: usize,
+        /// Contexts averaged per pruning level.
+        #[arg(long, default_value_t = repro_rdk::Options::default().contexts)]
+        contexts: usize,
+        /// Correlation of the drafter's logit noise with the target's.
+        #[arg(long, default_value_t = repro_rdk::Options::default().rho)]
+        rho: f64,
+        /// Entries per affinity row, the token itself included.
+        #[arg(long, default_value_t = repro_rdk::Options::default().top_k)]
+        top_k: usize,
+        /// Base seed.
+        #[arg(long, default_value_t = repro_rdk::Options::default().seed)]
+        seed: u64,
+    },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
     Vocab {
@@ -70,6 +91,14 @@ fn main() -> anyhow::Result<()> {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
             Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
+            Repro::Rdk { vocab, contexts, rho, top_k, seed } => repro_rdk::run(repro_rdk::Options {
+                vocab,
+                contexts,
+                rho,
+                top_k,
+                seed,
+                ..repro_rdk::Options::default()
+            }),
         },
         Command::DemoAssets(args) => demo_assets::run(&args),
         Command::Fixtures { which } => match which {

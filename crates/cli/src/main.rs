@@ -47,6 +47,10 @@ enum Command {
     Vocab(commands::vocab::Args),
     /// Build, shard and evaluate static n-gram dictionaries (DictSpec).
     Dict(commands::dict::Args),
+    /// Token-affinity matrices for RDK: corpus co-occurrence → row-stochastic sparse M.
+    Affinity(commands::affinity::Args),
+    /// Frequency-ranked drafter shortlists (FR pruning), end-of-sequence always kept.
+    Shortlist(commands::shortlist::Args),
     /// Generate text with a checkpoint, autoregressive or speculative with a model drafter.
     Generate(commands::generate::Args),
 }
@@ -61,6 +65,8 @@ fn main() -> ExitCode {
         Command::Simulate(args) => commands::simulate::run(args, &progress),
         Command::Vocab(args) => commands::vocab::run(args, &progress),
         Command::Dict(args) => commands::dict::run(args, &progress),
+        Command::Affinity(args) => commands::affinity::run(args, &progress),
+        Command::Shortlist(args) => commands::shortlist::run(args, &progress),
         Command::Generate(args) => commands::generate::run(args),
     };
     match result {

@@ -1,7 +1,9 @@
 //! Integration tests of the `anyspec` binary, compiled as one test binary.
 
+mod affinity;
 mod dict;
 mod generate;
+mod shortlist;
 mod simulate;
 mod theory;
 mod vocab;
