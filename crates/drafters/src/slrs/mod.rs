@@ -174,8 +174,7 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
         self.cost
     }
 
-    /// Runs one walk from `context` and returns its proposal with the exact ψ row (over target
-    /// tokens) and the probability of no proposal.
+    /// Runs one walk from `context`: its proposal, with the exact ψ row over target tokens.
     ///
     /// This is the building block of [`Drafter::propose`]; tests and tools use it to check ψ.
     pub fn walk(
@@ -183,7 +182,7 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
         context: &[u32],
         sampling: &SamplingConfig,
         rng: &mut dyn RngCore,
-    ) -> anyspec_core::Result<(Option<u32>, Vec<f64>, f64)> {
+    ) -> anyspec_core::Result<Walk> {
         let room = self.model.room(context)?;
         let lookahead = self.config.lookahead.unwrap_or(usize::MAX).min(room);
         let limits = Limits { lookahead, budget: self.config.budget };
@@ -192,8 +191,20 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
         self.cost.positions += e.scored;
         self.cost.calls += e.calls;
         self.cost.proposals += u64::from(e.proposal.is_some());
-        Ok((e.proposal, e.psi, e.no_proposal))
+        Ok(Walk { proposal: e.proposal, psi: e.psi, no_proposal: e.no_proposal })
     }
+}
+
+/// One SLRS walk: what it proposed and the law it was drawn from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Walk {
+    /// The proposed target token; `None` when no target token was spelled at a drafter-token
+    /// boundary.
+    pub proposal: Option<u32>,
+    /// `ψ(t)`, the probability of proposing `t`, for every target token.
+    pub psi: Vec<f64>,
+    /// The probability of proposing nothing: `1 − Σ ψ`.
+    pub no_proposal: f64,
 }
 
 impl<M: TokenTreeModel> Drafter for SlrsDrafter<M> {
@@ -210,9 +221,9 @@ impl<M: TokenTreeModel> Drafter for SlrsDrafter<M> {
         let mut distributions = Vec::new();
         let mut outside_target = None;
         while tokens.len() < max_tokens {
-            let (proposal, psi, _) = self.walk(&sequence, sampling, rng)?;
-            let mut row: Vec<f32> = psi.iter().map(|&x| x as f32).collect();
-            let Some(token) = proposal else {
+            let walk = self.walk(&sequence, sampling, rng)?;
+            let mut row: Vec<f32> = walk.psi.iter().map(|&x| x as f32).collect();
+            let Some(token) = walk.proposal else {
                 // An always-rejected draft: only worth verifying when it carries mass (its ψ
                 // shrinks the residual); with none the step is plain sampling from p.
                 if row.iter().any(|&x| x > 0.0) && !sampling.is_greedy() {

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use anyspec_core::toy::{MarkovChain, MarkovTarget};
 use anyspec_core::{Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_drafters::Error;
-use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TokenTreeModel};
+use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TokenTreeModel, Walk};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -110,7 +110,7 @@ fn psi_equals_the_brute_force_law_of_the_walk() {
         let mut rng = StdRng::seed_from_u64(seed);
         for last in 0..TARGET.len() as u32 {
             let context = [last];
-            let (_, psi, none) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+            let Walk { psi, no_proposal: none, .. } = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
             let (want, want_none, _) = BruteForce::run(&brute_model, &context, lookahead.unwrap_or(usize::MAX));
             for (t, (got, want)) in psi.iter().zip(&want).enumerate() {
                 assert!((got - want).abs() < 1e-6, "seed {seed} context {last} token {t}: ψ {got} vs {want}");
@@ -127,10 +127,10 @@ fn the_walk_proposes_each_token_with_probability_psi() {
     let mut d = drafter(p.model, None);
     let mut rng = StdRng::seed_from_u64(50);
     let context = [2u32];
-    let (_, psi, none) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+    let Walk { psi, no_proposal: none, .. } = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
     let mut counts = vec![0u64; TARGET.len() + 1];
     for _ in 0..40_000 {
-        let (proposal, _, _) = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+        let proposal = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap().proposal;
         counts[proposal.map_or(TARGET.len(), |t| t as usize)] += 1;
     }
     let mut expected = psi.clone();
@@ -304,7 +304,7 @@ fn a_full_drafter_window_shortens_walks_and_psi_follows() {
         let model = Windowed { inner: p.model.clone(), room };
         let mut d = SlrsDrafter::new(model, space(), SlrsConfig::default()).unwrap();
         let mut rng = StdRng::seed_from_u64(12);
-        let (_, psi, none) = d.walk(&[5], &SamplingConfig::default(), &mut rng).unwrap();
+        let Walk { psi, no_proposal: none, .. } = d.walk(&[5], &SamplingConfig::default(), &mut rng).unwrap();
         let (want, want_none, _) = BruteForce::run(&p.model, &[5], room);
         for (got, want) in psi.iter().zip(&want) {
             assert!((got - want).abs() < 1e-6, "room {room}: ψ {psi:?} vs {want:?}");
