@@ -34,8 +34,9 @@ pub enum Error {
     /// An SLRS ψ expansion would score more drafter positions than allowed; known from the
     /// vocabularies before any generation starts.
     #[error(
-        "slrs would score up to {positions} drafter positions per drafted token with lookahead {lookahead}, \
-         over the budget of {budget}: {advice}"
+        "slrs would score up to {} drafter positions per drafted token with lookahead {lookahead}, \
+         over the budget of {budget}: {advice}",
+        crate::slrs::positions_in_words(*positions)
     )]
     SlrsBudget {
         /// The worst-case positions per drafted token.

@@ -72,6 +72,12 @@ pub use space::StringSpace;
 pub use text_model::TextTreeModel;
 pub use tree_model::{MarkovTreeModel, TokenTreeModel};
 
+/// A position count for messages: plan counts saturate at `u64::MAX`, which means "too many to
+/// count".
+pub(crate) fn positions_in_words(positions: u64) -> String {
+    if positions == u64::MAX { "more than 2^64".to_string() } else { positions.to_string() }
+}
+
 /// Default cap on drafter positions scored per drafted token.
 pub const DEFAULT_SLRS_BUDGET: u64 = 1 << 20;
 
@@ -135,10 +141,17 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
         let positions = plan.worst_case(config.lookahead);
         if positions > config.budget {
             let advice = match plan.largest_lookahead_within(config.budget) {
-                Some(fits) => format!(
-                    "lower the lookahead to {fits} (--slrs-lookahead {fits}, proposing only target tokens \
-                     spelled in at most {fits} drafter tokens) or raise the budget to {positions} (--slrs-budget)"
-                ),
+                Some(fits) => {
+                    let lower = format!(
+                        "lower the lookahead to {fits} (--slrs-lookahead {fits}, proposing only target tokens \
+                         spelled in at most {fits} drafter tokens)"
+                    );
+                    if positions == u64::MAX {
+                        lower
+                    } else {
+                        format!("{lower} or raise the budget to {positions} (--slrs-budget)")
+                    }
+                }
                 None => format!(
                     "not even one drafter token fits; raise the budget to at least {}",
                     plan.worst_case(Some(1))

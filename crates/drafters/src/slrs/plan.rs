@@ -11,6 +11,8 @@ use super::space::{ROOT, StringSpace};
 /// each live prefix of a target surface with drafter tokens — the decomposition counts of
 /// hetero-vocab-sd Appendix D summed over prefixes — and grows like `2^(L−1)` in the surface
 /// length `L` for a drafter that has every substring as a token, linearly for a byte-level one.
+/// Counts saturate at `u64::MAX` ("more than can be counted"), which real multi-byte drafters
+/// reach.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpansionPlan {
     /// `per_level[k]`: positions scored at depth `k` (continuations of `k` drafter tokens),
