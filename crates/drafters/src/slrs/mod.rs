@@ -245,9 +245,10 @@ impl<M: TokenTreeModel> Drafter for SlrsDrafter<M> {
                 break;
             };
             // The proposal had positive probability; rounding to f32 must not make it look
-            // impossible to the verifier (changes ψ by at most 1.4e-45).
-            if row[token as usize] == 0.0 {
-                row[token as usize] = f32::from_bits(1);
+            // impossible to the verifier. The smallest *normal* f32 (1.2e-38) survives devices
+            // that flush subnormals; a token that improbable is practically never proposed.
+            if row[token as usize] < f32::MIN_POSITIVE {
+                row[token as usize] = f32::MIN_POSITIVE;
             }
             tokens.push(token);
             sequence.push(token);
