@@ -500,3 +500,66 @@ fn draw(path: &Path, rows: &[(usize, Sums)]) -> anyhow::Result<bool> {
     root.present()?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Model {
+        Model::new(Options { vocab: 4000, cluster_size: 20, contexts: 4, calibration: 4, ..Options::default() })
+    }
+
+    #[test]
+    fn contexts_are_distributions_and_reproducible() {
+        let model = small();
+        let (p, q) = model.context(7);
+        for d in [&p, &q] {
+            assert!((d.iter().map(|&x| f64::from(x)).sum::<f64>() - 1.0).abs() < 1e-4);
+        }
+        assert_eq!(model.context(7), (p.clone(), q.clone()));
+        assert_ne!(model.context(8).0, p);
+        let full = acceptance(&p, &q);
+        assert!(full > 0.0 && full < 1.0, "{full}");
+    }
+
+    #[test]
+    fn orderings_that_must_hold() {
+        let model = small();
+        let n = model.options.vocab;
+        let all = vec![true; n];
+        // No pruning: M is the identity, so RDK equals TLI equals the full drafter.
+        let identity = model.affinity(&all, 1.0).unwrap();
+        assert_eq!(identity.nnz(), 0);
+        let half: Vec<bool> = (0..n).map(|v| v < n / 2).collect();
+        let map: Vec<u32> = (0..n as u32).map(|v| if (v as usize) < n / 2 { v } else { ABSENT }).collect();
+        let levels = vec![
+            Level {
+                kept: n,
+                mask: all,
+                map: IdMap::identity(n),
+                matrices: TAUS.iter().map(|_| identity.clone()).collect(),
+            },
+            Level {
+                kept: n / 2,
+                mask: half.clone(),
+                map: IdMap::new(map, n).unwrap(),
+                matrices: TAUS.iter().map(|&t| model.affinity(&half, t).unwrap()).collect(),
+            },
+        ];
+        let sums = measure(&model, &levels, &[1, 2, 3]).unwrap();
+        let (none, pruned) = (&sums[0], &sums[1]);
+        assert!((none.tli - none.full).abs() < 1e-5 && none.rdk.iter().all(|r| (r - none.full).abs() < 1e-5));
+        // Renormalizing can only help: every kept token's q grows, so min(p, q) does not shrink.
+        assert!(pruned.tli >= pruned.masked - 1e-9 && pruned.masked < none.masked);
+        // Rows of kept tokens spread only to pruned tokens of their cluster.
+        let m = model.affinity(&half, 1.0).unwrap();
+        let (offsets, columns, values) = m.csr();
+        for row in 0..n {
+            for k in offsets[row]..offsets[row + 1] {
+                let c = columns[k] as usize;
+                assert!(half[row] && (c == row || (!half[c] && c % model.clusters == row % model.clusters)));
+                assert!(values[k] > 0.0);
+            }
+        }
+    }
+}
