@@ -1,5 +1,6 @@
 //! `anyspec generate`: text from a Hugging Face checkpoint, autoregressive or speculative with a
-//! same-tokenizer model drafter, streamed to stdout with statistics on stderr.
+//! model drafter (same tokenizer, or another one through `--algo`), streamed to stdout with
+//! statistics on stderr.
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -9,9 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use anyspec_core::engine::Target;
 use anyspec_core::{Drafter, GenerationConfig, SamplingConfig, StopReason, generate};
-use anyspec_drafters::ModelDrafter;
-use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget, TextTokenizer};
-use anyspec_vocab_map::Vocabulary;
+use anyspec_drafters::hetero::ContextMapping;
+use anyspec_drafters::hetero::auto::{AutoChoice, PairFacts, choose};
+use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
+use anyspec_drafters::{Algo, Bridge, HeteroConfig, HeteroModelDrafter, ModelDrafter, RdkForm, SlemDrafter};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
+use anyspec_vocab_map::{MatchMode, TokenKind, VocabMap, Vocabulary};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
@@ -22,18 +26,53 @@ use crate::output::print_json;
 /// Generates text with a Llama-family checkpoint (Llama 2/3, TinyLlama, Mistral, Qwen2).
 ///
 /// Without --drafter every step is one autoregressive token. With --drafter, a smaller
-/// checkpoint that shares the target's tokenizer drafts up to --gamma tokens per step and the
-/// target verifies them in one forward pass; the output distribution is the target's exactly
-/// (at --temperature 0, the same tokens as autoregressive decoding).
+/// checkpoint drafts up to --gamma tokens per step and the target verifies them in one forward
+/// pass; the output distribution is the target's exactly (at --temperature 0, the same tokens
+/// as autoregressive decoding). A drafter with another tokenizer needs --algo: tli (token-level
+/// intersection, pruned LM head), slem (string-level exact match), rdk (TLI + affinity
+/// redistribution, needs --affinity), union (baseline), or auto (picks one and says why).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Target checkpoint directory (config.json, model.safetensors or a sharded index,
     /// tokenizer.json).
     #[arg(long, value_name = "DIR")]
     target: PathBuf,
-    /// Drafter checkpoint directory; must use the same tokenizer as the target.
+    /// Drafter checkpoint directory. With another tokenizer than the target's, also give --algo.
     #[arg(long, value_name = "DIR")]
     drafter: Option<PathBuf>,
+    /// How a drafter with another tokenizer reaches the target: tli, slem, slrs, rdk, union or
+    /// auto (chooses from the vocabulary overlap, the temperature and the drafter's token
+    /// lengths, and prints which and why).
+    #[arg(long, value_parser = ["tli", "slem", "slrs", "rdk", "union", "auto"], requires = "drafter")]
+    algo: Option<String>,
+    /// Vocabulary map built by `anyspec vocab build` for exactly this target and drafter
+    /// tokenizer; without it the map is built on the fly (byte-surface matching).
+    #[arg(long, value_name = "FILE", requires = "algo")]
+    vocab_map: Option<PathBuf>,
+    /// Token-affinity matrix for --algo rdk, built by `anyspec affinity build` with the
+    /// target's tokenizer.
+    #[arg(long, value_name = "FILE", requires = "algo")]
+    affinity: Option<PathBuf>,
+    /// RDK form: exact (sparse Mᵀq) or taylor (first-order kernel over the raw scores).
+    #[arg(long, value_parser = ["exact", "taylor"], default_value = "exact")]
+    rdk: String,
+    /// FR-Spec shortlist of drafter tokens (`anyspec shortlist build`, drafter tokenizer) for
+    /// --algo tli or rdk: the drafter's LM head is pruned to it.
+    #[arg(long, value_name = "FILE", requires = "algo")]
+    shortlist: Option<PathBuf>,
+    /// --algo tli, rdk, union: how the target's tokens reach the drafter. `retokenize` decodes
+    /// them and encodes the text with the drafter's tokenizer; `shared-ids` maps them one for
+    /// one when all are shared (text otherwise), keeping the target's segmentation.
+    #[arg(long, value_parser = ["retokenize", "shared-ids"], default_value = "retokenize")]
+    drafter_context: String,
+    /// --algo slrs: most drafter tokens one walk spells a target token with (the paper's
+    /// n_max); unset lets walks run to the longest target token.
+    #[arg(long, value_name = "N")]
+    slrs_lookahead: Option<usize>,
+    /// --algo slrs: most drafter positions scored per drafted token; a pair whose worst case
+    /// exceeds it is refused before generation (lower --slrs-lookahead instead).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SLRS_BUDGET)]
+    slrs_budget: u64,
     /// The text to continue.
     #[arg(long)]
     prompt: String,
@@ -81,6 +120,10 @@ struct Report {
     stop_reason: StopReason,
     device: &'static str,
     speculative: bool,
+    /// The bridge for a drafter with another tokenizer (`null` for a same-tokenizer drafter).
+    algo: Option<Algo>,
+    /// Why `--algo auto` chose `algo` (`null` otherwise).
+    algo_reason: Option<String>,
     gamma: usize,
     load_ms: f64,
     prefill_ms: f64,
@@ -118,20 +161,40 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             args.target.join("config.json").display()
         );
     }
-    let drafter_checkpoint = match &args.drafter {
+    let mut target = LlamaTarget::new(target_checkpoint.load_model(&device)?);
+    let mut choice = None;
+    let mut drafter: Option<Box<dyn Drafter>> = match &args.drafter {
+        None => None,
         Some(dir) => {
             let checkpoint = open(dir, "--drafter")?;
-            check_same_tokenizer(&args.target, dir)?;
-            Some(checkpoint)
+            let (target_vocab, drafter_vocab) = vocabularies(&args.target, dir)?;
+            match &args.algo {
+                None => {
+                    check_same_tokenizer(&args.target, dir, &target_vocab, &drafter_vocab)?;
+                    Some(Box::new(ModelDrafter::new(checkpoint.load_model(&device)?, target.vocab_size())))
+                }
+                Some(algo) => {
+                    let pair = Pair {
+                        args: &args,
+                        target_vocab,
+                        drafter_vocab,
+                        target_tokenizer: &tokenizer,
+                        sampling: &sampling,
+                    };
+                    let load = || -> anyhow::Result<Llama> { Ok(checkpoint.load_model(&device)?) };
+                    let (drafter, chosen) = hetero_drafter(&pair, algo, &checkpoint, &load, target.vocab_size())?;
+                    choice = Some(chosen);
+                    Some(drafter)
+                }
+            }
         }
-        None => None,
     };
-
-    let mut target = LlamaTarget::new(target_checkpoint.load_model(&device)?);
-    let mut drafter = match &drafter_checkpoint {
-        Some(checkpoint) => Some(ModelDrafter::new(checkpoint.load_model(&device)?, target.vocab_size())),
-        None => None,
-    };
+    if let Some(chosen) = &choice
+        && !args.json
+        && args.algo.as_deref() == Some("auto")
+    {
+        note(&format!("--algo auto chose {}: {}", chosen.algo, chosen.reason));
+    }
     let load_time = started.elapsed();
 
     let config = GenerationConfig {
@@ -154,7 +217,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let generation = generate(
         &mut target,
-        drafter.as_mut().map(|d| d as &mut dyn Drafter),
+        drafter.as_mut().map(|d| d.as_mut() as &mut dyn Drafter),
         &prompt,
         &config,
         &mut rng,
@@ -174,6 +237,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         stop_reason: generation.stop_reason,
         device: args.device.name(),
         speculative: drafter.is_some(),
+        algo: choice.as_ref().map(|c| c.algo),
+        algo_reason: choice.filter(|_| args.algo.as_deref() == Some("auto")).map(|c| c.reason),
         gamma: args.gamma,
         load_ms: ms(load_time),
         prefill_ms: ms(prefill_time),
@@ -199,18 +264,22 @@ fn open(dir: &Path, flag: &str) -> anyhow::Result<Checkpoint> {
     Checkpoint::open(dir).with_context(|| format!("{flag} {}", dir.display()))
 }
 
-/// A model drafter proposes target ids directly, so both checkpoints must share one tokenizer;
-/// compared through the canonical vocabulary fingerprint of anyspec-vocab-map.
-fn check_same_tokenizer(target: &Path, drafter: &Path) -> anyhow::Result<()> {
+fn vocabularies(target: &Path, drafter: &Path) -> anyhow::Result<(Vocabulary, Vocabulary)> {
     let load = |dir: &Path, flag: &str| {
         let path = dir.join("tokenizer.json");
         Vocabulary::from_file(&path).with_context(|| format!("{flag}: reading {}", path.display()))
     };
-    let (t, d) = (load(target, "--target")?, load(drafter, "--drafter")?);
+    Ok((load(target, "--target")?, load(drafter, "--drafter")?))
+}
+
+/// A model drafter without `--algo` proposes target ids directly, so both checkpoints must share
+/// one tokenizer; compared through the canonical vocabulary fingerprint of anyspec-vocab-map.
+fn check_same_tokenizer(target: &Path, drafter: &Path, t: &Vocabulary, d: &Vocabulary) -> anyhow::Result<()> {
     if t.fingerprint() != d.fingerprint() {
         bail!(
             "--drafter {} uses another tokenizer than --target {} (vocabulary fingerprints {} and {}); \
-             a model drafter must share the target's tokenizer: pick a drafter from the same model family",
+             choose how drafts cross between the vocabularies with --algo tli|slem|rdk|union|auto \
+             (auto picks one), or pick a drafter from the target's model family",
             drafter.display(),
             target.display(),
             d.fingerprint().short(),
@@ -218,6 +287,140 @@ fn check_same_tokenizer(target: &Path, drafter: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Everything the bridge of a drafter with another tokenizer is built from.
+struct Pair<'a> {
+    args: &'a Args,
+    target_vocab: Vocabulary,
+    drafter_vocab: Vocabulary,
+    target_tokenizer: &'a TextTokenizer,
+    sampling: &'a SamplingConfig,
+}
+
+/// Builds the drafter `--algo` asks for (choosing one for `auto`), refusing every combination
+/// that cannot work before any generation starts.
+fn hetero_drafter(
+    pair: &Pair<'_>,
+    algo: &str,
+    checkpoint: &Checkpoint,
+    model: &dyn Fn() -> anyhow::Result<Llama>,
+    target_vocab_size: usize,
+) -> anyhow::Result<(Box<dyn Drafter>, AutoChoice)> {
+    let args = pair.args;
+    let map = match &args.vocab_map {
+        Some(path) => VocabMap::load(path, &pair.target_vocab, &pair.drafter_vocab)
+            .with_context(|| format!("--vocab-map {}", path.display()))?,
+        None => VocabMap::build(&pair.target_vocab, &pair.drafter_vocab, MatchMode::Bytes),
+    };
+    let drafter_tokenizer =
+        checkpoint.tokenizer().with_context(|| format!("--drafter {}", checkpoint.dir().display()))?;
+    let choice = if algo == "auto" {
+        choose(&PairFacts {
+            intersection: map.intersection(),
+            target_vocab: pair.target_vocab.token_count(),
+            drafter_vocab: pair.drafter_vocab.token_count(),
+            temperature: pair.sampling.temperature,
+            drafter_mean_token_bytes: bytes_per_token(&args.prompt, &drafter_tokenizer)?,
+            has_affinity: args.affinity.is_some(),
+            slrs_available: true,
+        })
+    } else {
+        AutoChoice { algo: algo.parse::<Algo>()?, reason: format!("--algo {algo}") }
+    };
+    let chosen = choice.algo;
+    if args.affinity.is_some() && chosen != Algo::Rdk {
+        bail!("--affinity is only used by --algo rdk (the algorithm is {chosen}); drop it or use --algo rdk");
+    }
+    if args.shortlist.is_some() && !matches!(chosen, Algo::Tli | Algo::Rdk) {
+        bail!("--shortlist prunes the drafter for --algo tli or rdk (the algorithm is {chosen}); drop it");
+    }
+
+    let drafter: Box<dyn Drafter> = match chosen {
+        Algo::Slem => Box::new(SlemDrafter::new(model()?, pair.target_tokenizer.clone(), drafter_tokenizer)?),
+        Algo::Slrs => {
+            let surfaces = |vocab: &Vocabulary| -> Vec<Option<Vec<u8>>> {
+                (0..vocab.len() as u32)
+                    .map(|id| match vocab.token(id) {
+                        Some(token) if token.kind != TokenKind::Special => vocab.surface(id).map(<[u8]>::to_vec),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let (target_surfaces, drafter_surfaces) = (surfaces(&pair.target_vocab), surfaces(&pair.drafter_vocab));
+            let model = model()?;
+            let drafter_rows = model.config().vocab_size.max(drafter_surfaces.len());
+            let space = StringSpace::new(
+                &borrow(&target_surfaces),
+                target_vocab_size,
+                &borrow(&drafter_surfaces),
+                drafter_rows,
+            )?;
+            let config = SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget };
+            let tree = TextTreeModel::new(model, pair.target_tokenizer.clone(), drafter_tokenizer)?;
+            Box::new(SlrsDrafter::new(tree, space, config).context("--algo slrs")?)
+        }
+        Algo::Union | Algo::Tli | Algo::Rdk => {
+            let bridge = match chosen {
+                Algo::Union => Bridge::Union,
+                Algo::Tli => Bridge::Tli,
+                _ => Bridge::Rdk(rdk_form(args, &pair.target_vocab)?),
+            };
+            let mut config = HeteroConfig::new(bridge);
+            if args.drafter_context == "shared-ids" {
+                config.context = ContextMapping::SharedIds;
+            }
+            if let Some(path) = &args.shortlist {
+                let shortlist = anyspec_affinity::Shortlist::load(path, &pair.drafter_vocab.fingerprint())
+                    .with_context(|| format!("--shortlist {}", path.display()))?;
+                config.shortlist = Some(shortlist.ids().to_vec());
+            }
+            let id_map = map.id_map()?;
+            let drafter = HeteroModelDrafter::new(
+                model()?,
+                config,
+                id_map,
+                pair.target_tokenizer.clone(),
+                drafter_tokenizer,
+                target_vocab_size,
+            )
+            .with_context(|| format!("--algo {chosen}"))?;
+            Box::new(drafter)
+        }
+    };
+    Ok((drafter, choice))
+}
+
+fn rdk_form(args: &Args, target_vocab: &Vocabulary) -> anyhow::Result<RdkForm> {
+    let Some(path) = &args.affinity else {
+        bail!(
+            "--algo rdk needs --affinity FILE, a token-affinity matrix over the target's vocabulary \
+             (build one with `anyspec affinity build --tokenizer <target>/tokenizer.json --corpus ...`)"
+        );
+    };
+    let affinity = anyspec_affinity::Affinity::load(path, &target_vocab.fingerprint())
+        .with_context(|| format!("--affinity {}", path.display()))?;
+    let tau = affinity.tau();
+    let (matrix, scores, _) = affinity.into_parts();
+    Ok(if args.rdk == "taylor" { RdkForm::Taylor { scores, tau } } else { RdkForm::Exact(matrix) })
+}
+
+/// Bytes of text per drafter token on the prompt: how long the drafter's tokens are on real
+/// text (a vocabulary-wide mean would be dominated by the 256 single-byte tokens of a small
+/// byte-level vocabulary).
+fn bytes_per_token(prompt: &str, tokenizer: &TextTokenizer) -> anyhow::Result<f64> {
+    let tokens = tokenizer.encode_continuation(prompt)?.len();
+    Ok(if tokens == 0 { 0.0 } else { prompt.len() as f64 / tokens as f64 })
+}
+
+/// Borrowed surfaces, the form `StringSpace::new` takes.
+fn borrow(surfaces: &[Option<Vec<u8>>]) -> Vec<Option<&[u8]>> {
+    surfaces.iter().map(Option::as_deref).collect()
+}
+
+#[allow(clippy::print_stderr)]
+fn note(line: &str) {
+    eprintln!("{line}");
 }
 
 fn ms(d: Duration) -> f64 {

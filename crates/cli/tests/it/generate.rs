@@ -109,3 +109,124 @@ fn a_drafter_with_another_tokenizer_is_refused() {
     assert!(err.contains("another tokenizer"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The drafter of anyspec-drafters' heterogeneous-vocabulary tests: another tokenizer than the
+/// model fixtures (other ids, three merges fewer, six of its own).
+fn hetero_drafter() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../drafters/tests/data/hetero-drafter")
+}
+
+fn hetero_json(extra: &[&str]) -> (serde_json::Value, String) {
+    let (target, drafter) = (fixture("mistral-window-f16"), hetero_drafter());
+    let mut args = vec![
+        "generate",
+        "--target",
+        target.to_str().unwrap(),
+        "--drafter",
+        drafter.to_str().unwrap(),
+        "--prompt",
+        "The quick brown fox",
+        "--max-tokens",
+        "30",
+        "--ignore-eos",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = anyspec(&args);
+    assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    (
+        serde_json::from_slice(&out.stdout).expect("--json prints one JSON object"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_algo_at_temperature_zero_reproduces_autoregressive_decoding() {
+    let target = fixture("mistral-window-f16");
+    let plain = {
+        let out = anyspec(&[
+            "generate",
+            "--target",
+            target.to_str().unwrap(),
+            "--prompt",
+            "The quick brown fox",
+            "--max-tokens",
+            "30",
+            "--ignore-eos",
+            "--json",
+        ]);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    for algo in ["union", "tli", "slem", "slrs"] {
+        let (spec, _) = hetero_json(&["--algo", algo]);
+        assert_eq!(spec["tokens"], plain["tokens"], "--algo {algo}");
+        assert_eq!(spec["algo"], algo);
+        assert!(spec["accepted"].as_u64().unwrap() > 0, "--algo {algo}: {spec}");
+    }
+}
+
+#[test]
+fn auto_says_which_algorithm_it_chose_and_why() {
+    // 314 of the drafter's 322 tokens are shared: greedy decoding picks TLI.
+    let (greedy, _) = hetero_json(&["--algo", "auto"]);
+    assert_eq!(greedy["algo"], "tli");
+    assert!(greedy["algo_reason"].as_str().unwrap().contains("reconstructed"), "{greedy}");
+    // Sampling, with a drafter whose tokens average 1.46 bytes on the prompt (≤ 1.5): SLRS.
+    let (sampled, _) = hetero_json(&["--algo", "auto", "--temperature", "0.8"]);
+    assert_eq!(sampled["algo"], "slrs");
+    assert!(sampled["algo_reason"].as_str().unwrap().contains("short"), "{sampled}");
+    // Without --json the choice goes to stderr.
+    let (target, drafter) = (fixture("mistral-window-f16"), hetero_drafter());
+    let out = anyspec(&[
+        "generate",
+        "--target",
+        target.to_str().unwrap(),
+        "--drafter",
+        drafter.to_str().unwrap(),
+        "--prompt",
+        "x",
+        "--max-tokens",
+        "3",
+        "--algo",
+        "auto",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("--algo auto chose tli"), "{err}");
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn algos_that_cannot_work_are_refused_before_generation() {
+    let (target, drafter) = (fixture("mistral-window-f16"), hetero_drafter());
+    let (t, d) = (target.to_str().unwrap(), drafter.to_str().unwrap());
+    let base = ["generate", "--target", t, "--drafter", d, "--prompt", "x"];
+    let with = |extra: &[&'static str]| -> Vec<String> { base.iter().chain(extra).map(|s| s.to_string()).collect() };
+    let err = stderr_of_failure(&base);
+    assert!(err.contains("--algo tli|slem|rdk|union|auto"), "{err}");
+    let err = stderr_of_failure(&refs(&with(&["--algo", "rdk"])));
+    assert!(err.contains("--algo rdk needs --affinity"), "{err}");
+    let err = stderr_of_failure(&refs(&with(&["--algo", "slem", "--shortlist", "nowhere.shortlist"])));
+    assert!(err.contains("--shortlist"), "{err}");
+    // A vocabulary map built for another pair of tokenizers.
+    let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dict-builder/tests/data/tokenizer.json");
+    let map = std::env::temp_dir().join(format!("anyspec-cli-wrong-map-{}.asvm", std::process::id()));
+    let out = anyspec(&[
+        "vocab",
+        "build",
+        "--target",
+        other.to_str().unwrap(),
+        "--drafter",
+        drafter.join("tokenizer.json").to_str().unwrap(),
+        "--out",
+        map.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut args = with(&["--algo", "tli", "--vocab-map"]);
+    args.push(map.to_str().unwrap().to_owned());
+    let err = stderr_of_failure(&refs(&args));
+    assert!(err.contains("--vocab-map"), "{err}");
+    let _ = std::fs::remove_file(map);
+}
