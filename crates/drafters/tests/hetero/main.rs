@@ -4,6 +4,7 @@
 
 mod fixtures;
 mod greedy;
+mod head;
 mod lossless;
 mod stats;
 mod validation;
