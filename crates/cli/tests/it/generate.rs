@@ -230,3 +230,74 @@ fn algos_that_cannot_work_are_refused_before_generation() {
     assert!(err.contains("--vocab-map"), "{err}");
     let _ = std::fs::remove_file(map);
 }
+
+#[test]
+fn rdk_and_shortlists_run_from_their_artifacts_and_refuse_other_tokenizers() {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-rdk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dict-builder/tests/data/corpus.txt");
+    let (target, drafter) = (fixture("mistral-window-f16"), hetero_drafter());
+    let build = |what: &str, tokenizer: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            what,
+            "build",
+            "--tokenizer",
+            tokenizer.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = anyspec(&args);
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let (matrix, wrong_matrix, shortlist) =
+        (dir.join("m.safetensors"), dir.join("wrong.safetensors"), dir.join("s.shortlist"));
+    build("affinity", &target.join("tokenizer.json"), &matrix, &[]);
+    build("affinity", &drafter.join("tokenizer.json"), &wrong_matrix, &[]);
+    build("shortlist", &drafter.join("tokenizer.json"), &shortlist, &["--size", "64"]);
+
+    let (reference, _) = hetero_json(&["--algo", "tli"]);
+    for extra in [
+        vec!["--algo", "rdk", "--affinity", matrix.to_str().unwrap()],
+        vec!["--algo", "rdk", "--affinity", matrix.to_str().unwrap(), "--rdk", "taylor"],
+        vec!["--algo", "tli", "--shortlist", shortlist.to_str().unwrap()],
+    ] {
+        // Greedy: the same tokens as any other lossless bridge (TLI's are autoregressive).
+        let (out, _) = hetero_json(&extra);
+        assert_eq!(out["tokens"], reference["tokens"], "{extra:?}");
+        assert!(out["drafted"].as_u64().unwrap() > 0, "{extra:?}");
+    }
+    let (t, d) = (target.to_str().unwrap(), drafter.to_str().unwrap());
+    let err = stderr_of_failure(&[
+        "generate",
+        "--target",
+        t,
+        "--drafter",
+        d,
+        "--prompt",
+        "x",
+        "--algo",
+        "rdk",
+        "--affinity",
+        wrong_matrix.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--affinity"), "{err}");
+    // A shortlist of the drafter's tokens is not a target matrix, and vice versa.
+    let err = stderr_of_failure(&[
+        "generate",
+        "--target",
+        t,
+        "--drafter",
+        d,
+        "--prompt",
+        "x",
+        "--algo",
+        "tli",
+        "--shortlist",
+        matrix.to_str().unwrap(),
+    ]);
+    assert!(err.contains("--shortlist"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
