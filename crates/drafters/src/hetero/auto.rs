@@ -186,3 +186,52 @@ pub fn choose(facts: &PairFacts) -> AutoChoice {
 fn share(part: usize, whole: usize) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> PairFacts {
+        PairFacts {
+            intersection: 30_000,
+            target_vocab: 150_000,
+            drafter_vocab: 32_000,
+            temperature: 0.0,
+            drafter_mean_token_bytes: 3.5,
+            has_affinity: false,
+            slrs_available: true,
+        }
+    }
+
+    #[test]
+    fn each_branch_of_the_rule() {
+        let empty = PairFacts { intersection: 0, ..facts() };
+        assert_eq!(choose(&empty).algo, Algo::Slem);
+        // 30 000 / 32 000 = 93.75% of the drafter shared, greedy: TLI.
+        assert_eq!(choose(&facts()).algo, Algo::Tli);
+        let narrow = PairFacts { intersection: 10_000, ..facts() };
+        assert_eq!(choose(&narrow).algo, Algo::Slem);
+        let sampled = PairFacts { temperature: 0.7, ..facts() };
+        assert_eq!(choose(&sampled).algo, Algo::Tli);
+        // 20% of the target shared, an affinity matrix at hand: RDK.
+        let rdk = PairFacts { has_affinity: true, ..sampled.clone() };
+        assert_eq!(choose(&rdk).algo, Algo::Rdk);
+        let bytes = PairFacts { drafter_mean_token_bytes: 1.1, ..sampled.clone() };
+        assert_eq!(choose(&bytes).algo, Algo::Slrs);
+        // Without SLRS, or greedy, a byte-level drafter falls through to the other branches.
+        assert_eq!(choose(&PairFacts { slrs_available: false, ..bytes.clone() }).algo, Algo::Tli);
+        assert_eq!(choose(&PairFacts { temperature: 0.0, ..bytes }).algo, Algo::Tli);
+        for f in [empty, facts(), narrow, sampled, rdk] {
+            assert!(choose(&f).reason.contains("reconstructed"));
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_errors() {
+        for algo in [Algo::Union, Algo::Tli, Algo::Rdk, Algo::Slem, Algo::Slrs] {
+            assert_eq!(algo.name().parse::<Algo>().unwrap(), algo);
+        }
+        let err = "tlii".parse::<Algo>().unwrap_err().to_string();
+        assert!(err.contains("--algo") && err.contains("tlii"), "{err}");
+    }
+}

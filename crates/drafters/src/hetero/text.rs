@@ -69,3 +69,41 @@ pub(crate) fn encode_after(tokenizer: &TextTokenizer, known: &[u32], text: &str,
 pub(crate) fn ends_mid_character(text: &str) -> bool {
     text.ends_with('\u{FFFD}')
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// anyspec-vocab-map's tiny SentencePiece-style tokenizer: a `▁` is prepended to every
+    /// text and the decoder strips the leading space, so pieces do not compose.
+    fn sentencepiece() -> TextTokenizer {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vocab-map/tests/data/tiny_sentencepiece.json");
+        TextTokenizer::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn the_look_behind_keeps_the_space_a_lone_decode_strips() {
+        let tok = sentencepiece();
+        let ids = tok.encode_continuation("ab ab").unwrap();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        // Decoded alone, the second `▁ab` loses its space; after the first, it keeps it.
+        assert_eq!(text_after(&tok, &ids, 1, 0).unwrap(), "ab");
+        assert_eq!(text_after(&tok, &ids, 1, DEFAULT_LOOKBEHIND).unwrap(), " ab");
+        assert_eq!(text_after(&tok, &ids, 2, DEFAULT_LOOKBEHIND).unwrap(), "");
+    }
+
+    #[test]
+    fn the_look_behind_encodes_a_continuation_without_a_second_prefix_space() {
+        let tok = sentencepiece();
+        let first = tok.encode_continuation("ab").unwrap();
+        // Alone, " ab" gets the prepended `▁` too: two spaces.
+        let alone = encode_after(&tok, &first, " ab", 0).unwrap();
+        assert_eq!(tok.decode(&[first.clone(), alone].concat()).unwrap(), "ab  ab");
+        let after = encode_after(&tok, &first, " ab", DEFAULT_LOOKBEHIND).unwrap();
+        assert_eq!(after, first, "the continuation is the same `▁ab` token");
+        assert_eq!(tok.decode(&[first.clone(), after].concat()).unwrap(), "ab ab");
+        assert!(encode_after(&tok, &first, "", DEFAULT_LOOKBEHIND).unwrap().is_empty());
+    }
+}
