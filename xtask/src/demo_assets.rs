@@ -269,7 +269,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// Characters of training text shipped (gzip) for `anyspec demo` to build its n-gram dictionary.
-const DICTIONARY_CORPUS_CHARS: usize = 6_000_000;
+const DICTIONARY_CORPUS_CHARS: usize = 3_000_000;
 
 /// `corpus.txt.gz`: an evenly spread sample of the training paragraphs, from which the demo
 /// builds its DictSpec dictionary (the demo machine has no `../shared`).
@@ -424,6 +424,7 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
     let mut total_bytes = 0u64;
+    let mut train_seconds = 0.0;
     for plan in plans() {
         let dir = out.join(plan.name);
         let Ok(config) = std::fs::read_to_string(dir.join("config.json")) else { continue };
@@ -444,6 +445,7 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
         };
         let bytes: u64 = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
         total_bytes += bytes;
+        train_seconds += report.seconds;
         let valid = report.steps.iter().rev().find_map(|s| s.valid_loss).unwrap_or(f32::NAN);
         writeln!(
             md,
@@ -498,14 +500,18 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
         writeln!(md, "Not drawn: no TrueType font (DejaVuSans) was found on this machine.\n")?;
     }
     writeln!(md, "## Rebuilding\n")?;
-    writeln!(md, "```sh\ncargo xtask demo-assets --data ../shared --out assets/demo\n```\n")?;
+    writeln!(md, "```sh\ncargo run --release -p xtask -- demo-assets --data ../shared --out assets/demo\n```\n")?;
     writeln!(
         md,
-        "Release build, CPU only; the last full run took {:.0} s end to end on a 2-core machine shared \
-         with other builds. Seeds are fixed; burn's multi-threaded CPU reductions can still change the \
-         last bits between machines. `--steps N` gives a quick smoke run, `--only target,drafter-same` \
-         rebuilds some models.",
-        seconds
+        "CPU only. Training took {:.0} s in all (the per-model times above), on a 2-core machine shared \
+         with other builds; tokenizer training and corpus encoding add about a minute. Model seeds are \
+         fixed, but neither the `tokenizers` BPE trainer (multi-threaded counting, hash-map order) nor \
+         burn's multi-threaded reductions are promised to be bit-reproducible, so expect a rebuild to \
+         give equivalent rather than identical files. `--steps N` gives a quick smoke run; \
+         `--only target,drafter-same` retrains some models and leaves the others on disk (this \
+         README, the prompts, the dictionary corpus and the loss curves are always rewritten; the \
+         last such pass took {:.0} s).",
+        train_seconds, seconds
     )?;
     std::fs::write(out.join("README.md"), md)?;
     Ok(())
