@@ -128,3 +128,59 @@ fn whole_characters(context: &[u32], start: usize, mut text_of: impl FnMut(usize
     }
     Ok(start)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::hetero::DEFAULT_LOOKBEHIND;
+
+    fn tokenizers() -> (TextTokenizer, TextTokenizer) {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let target = TextTokenizer::from_file(&root.join("../models/tests/data/tokenizer.json")).unwrap();
+        let drafter = TextTokenizer::from_file(&root.join("tests/data/hetero-drafter/tokenizer.json")).unwrap();
+        (target, drafter)
+    }
+
+    #[test]
+    fn a_rejection_rolls_back_to_the_last_alignment_point_inside_the_kept_prefix() {
+        let (target, drafter) = tokenizers();
+        let prompt = target.encode("The quick brown").unwrap();
+        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND);
+        let base = sync.sync(&prompt, &target, &drafter).unwrap().to_vec();
+        assert_eq!(base, drafter.encode("The quick brown").unwrap());
+        // The drafter proposed " fox" as its own token `Ġfox`; the target spells it ` fo` `x`.
+        let (fo, x) = (target.inner().token_to_id("Ġfo").unwrap(), target.inner().token_to_id("x").unwrap());
+        let own_fox = drafter.inner().token_to_id("Ġfox").unwrap();
+        sync.push_aligned(&[fo, x], &[own_fox]);
+        // Accepted whole, followed by a target token: the drafter keeps `Ġfox` (and its cache).
+        let the = target.inner().token_to_id("Ġthe").unwrap();
+        let accepted = [prompt.clone(), vec![fo, x, the]].concat();
+        let ids = sync.sync(&accepted, &target, &drafter).unwrap().to_vec();
+        assert_eq!(ids[..base.len() + 1], [base.clone(), vec![own_fox]].concat()[..]);
+        assert_eq!(drafter.decode(&ids).unwrap(), "The quick brown fox the");
+        // Rejected after ` fo`: the alignment point after `Ġfox` is gone, so the drafter falls
+        // back to the prompt and re-tokenizes ` fo` + the correction through text.
+        let rejected = [prompt.clone(), vec![fo, the]].concat();
+        let ids = sync.sync(&rejected, &target, &drafter).unwrap().to_vec();
+        assert_eq!(ids[..base.len()], base[..]);
+        assert!(!ids.contains(&own_fox));
+        assert_eq!(drafter.decode(&ids).unwrap(), "The quick brown fo the");
+        assert_eq!(sync.target(), &rejected[..]);
+    }
+
+    #[test]
+    fn shared_ids_map_target_tokens_one_for_one() {
+        let (target, drafter) = tokenizers();
+        let mut target_to_drafter = vec![ABSENT; target.vocab_size()];
+        let the_t = target.inner().token_to_id("Ġthe").unwrap();
+        let the_d = drafter.inner().token_to_id("Ġthe").unwrap();
+        target_to_drafter[the_t as usize] = the_d;
+        let prompt = target.encode("The").unwrap();
+        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND).with_shared_ids(target_to_drafter);
+        let base = sync.sync(&prompt, &target, &drafter).unwrap().to_vec();
+        let ids = sync.sync(&[prompt.clone(), vec![the_t, the_t]].concat(), &target, &drafter).unwrap().to_vec();
+        assert_eq!(ids, [base, vec![the_d, the_d]].concat());
+    }
+}
