@@ -236,7 +236,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let mut model = TrainableLlama::new(spec.clone(), 1, &device)?;
         let name = plan.name;
         let report = train(&mut model, &train_stream, &valid_stream, &config, &NoProgress, &mut |log: &StepLog| {
-            if log.step % 10 == 0 || log.valid_loss.is_some() {
+            if log.step.is_multiple_of(10) || log.valid_loss.is_some() {
                 let valid = log.valid_loss.map(|v| format!(" valid {v:.3}")).unwrap_or_default();
                 eprintln!(
                     "{name} step {:>5}/{steps} loss {:.3}{valid} lr {:.2e} |g| {:.2} {:.0} s",
@@ -408,12 +408,11 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
         "`shared/{CORPUS}.txt`: {} public-domain English books from Project Gutenberg (via the \
          GITenberg repositories; Project Gutenberg boilerplate removed, see `shared/corpora/SOURCES.md`). \
          The works are in the public domain in the US; the derived weights and tokenizers here carry \
-         the project's licence (MIT OR Apache-2.0). *{}* ({HELD_OUT_BOOK}) is held out from training: \
+         the project's licence (MIT OR Apache-2.0). *Pride and Prejudice* ({HELD_OUT_BOOK}) is held out from training: \
          it supplies the validation loss and the demo prompts (`prompts.json`). `corpus.txt.gz` is \
          an evenly spread {:.0} MB sample of the training paragraphs, from which `anyspec demo` builds \
          its n-gram dictionary.\n",
         corpus.train_books.len() + 1,
-        "Pride and Prejudice",
         DICTIONARY_CORPUS_CHARS as f64 / 1e6
     )?;
     writeln!(md, "Trained on: {}.\n", corpus.train_books.join("; "))?;
