@@ -123,6 +123,47 @@ impl Affinity {
         (self.matrix, self.scores, self.info)
     }
 
+    /// The matrix for a drafter that can produce only some target tokens (`in_drafter[t]`: the
+    /// drafter has target token `t`, after a vocabulary map and/or a shortlist).
+    ///
+    /// After TLI, the drafter's mass sits on its own tokens, which verification already sees
+    /// directly; moving some of it to *other tokens the drafter has* only blurs it. This keeps, in
+    /// each row of a drafter token, the token itself and the target tokens the drafter lacks,
+    /// and re-normalizes with the same `τ` (softmax of the kept scores). Rows of tokens the
+    /// drafter lacks carry no mass after TLI and become empty (identity), and so do rows left
+    /// with the token alone. With `in_drafter` all true the result is the identity. This is the
+    /// out-of-vocabulary reading of RDK used by `cargo xtask repro rdk`; it is our construction,
+    /// not taken from the paper.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when `in_drafter` does not have one entry per target token.
+    pub fn restricted_to_drafter(&self, in_drafter: &[bool]) -> Result<Affinity> {
+        let n = self.info.vocab_size;
+        if in_drafter.len() != n {
+            return Err(Error::invalid(
+                "drafter token mask",
+                "one entry per target token",
+                format!("{} entries for {n} target tokens", in_drafter.len()),
+            ));
+        }
+        let s = &self.scores;
+        let (mut row_offsets, mut columns, mut values) = (vec![0usize], Vec::new(), Vec::new());
+        for row in 0..n {
+            let range = s.row_offsets[row]..s.row_offsets[row + 1];
+            if in_drafter[row] {
+                let kept: Vec<usize> =
+                    range.filter(|&k| s.columns[k] as usize == row || !in_drafter[s.columns[k] as usize]).collect();
+                if kept.len() > 1 {
+                    columns.extend(kept.iter().map(|&k| s.columns[k]));
+                    values.extend(kept.iter().map(|&k| s.values[k]));
+                }
+            }
+            row_offsets.push(columns.len());
+        }
+        let scores = SparseScores { size: n, row_offsets, columns, values };
+        Affinity::from_scores(scores, self.info.clone())
+    }
+
     /// Rows that move mass (at least one stored entry); the others are the identity.
     pub fn rows_with_entries(&self) -> usize {
         let (offsets, _, _) = self.matrix.csr();

@@ -201,3 +201,36 @@ fn edit_values(bytes: &[u8], new_values: &[f32]) -> Vec<u8> {
         .collect();
     safetensors::serialize(views, Some(metadata.into_iter().collect())).unwrap()
 }
+
+#[test]
+fn restriction_to_a_drafter_keeps_self_and_out_of_vocabulary_targets() {
+    let vocab = target();
+    let affinity = build(&vocab, 1);
+    let n = vocab.len();
+    // A drafter with the even target ids only.
+    let in_drafter: Vec<bool> = (0..n).map(|t| t % 2 == 0).collect();
+    let restricted = affinity.restricted_to_drafter(&in_drafter).unwrap();
+    let (offsets, columns, values) = restricted.matrix().csr();
+    assert!(restricted.rows_with_entries() > 10, "{}", restricted.rows_with_entries());
+    for row in 0..n {
+        let range = offsets[row]..offsets[row + 1];
+        if range.is_empty() {
+            continue;
+        }
+        assert!(in_drafter[row], "row {row} of a token the drafter lacks must be empty");
+        assert!(columns[range.clone()].iter().all(|&c| c as usize == row || !in_drafter[c as usize]));
+        let sum: f64 = values[range].iter().map(|&v| f64::from(v)).sum();
+        assert!((sum - 1.0).abs() < 1e-5);
+    }
+    // RDK through the restricted matrix puts mass only where the drafter had some, or on
+    // tokens the drafter lacks.
+    let row = (0..n).find(|&r| offsets[r + 1] > offsets[r]).unwrap();
+    let mut q = vec![0.0f32; n];
+    q[row] = 1.0;
+    let spread = rdk_exact(&q, restricted.matrix()).unwrap();
+    assert!(spread.iter().enumerate().all(|(t, &v)| v == 0.0 || t == row || !in_drafter[t]));
+    assert!(spread[row] < 1.0, "row {row} reaches out-of-vocabulary targets");
+    // A drafter with every token: the identity.
+    assert_eq!(affinity.restricted_to_drafter(&vec![true; n]).unwrap().matrix().nnz(), 0);
+    assert!(affinity.restricted_to_drafter(&[true]).is_err());
+}
