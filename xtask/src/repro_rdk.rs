@@ -332,7 +332,10 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&reports)?;
     let drew = draw(&reports.join("rdk.png"), &rows)?;
     std::fs::write(reports.join("rdk.md"), markdown(&options, &rows, drew, seconds)?)?;
-    println!("wrote reports/rdk.md{} in {seconds:.1} s", if drew { " and reports/rdk.png" } else { "" });
+    #[allow(clippy::print_stdout)]
+    {
+        println!("wrote reports/rdk.md{} in {seconds:.1} s", if drew { " and reports/rdk.png" } else { "" });
+    }
     Ok(())
 }
 
