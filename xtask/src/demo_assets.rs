@@ -2,7 +2,7 @@
 //! ships with, from the public-domain Gutenberg books in `<data>/corpora/en-gutenberg`, and writes
 //! them with loss curves and a README under `assets/demo/`.
 //!
-//! Everything runs on the CPU in release mode; the default step counts fit in about 15 minutes of
+//! Everything runs on the CPU in release mode; the default step counts fit in about 25 minutes of
 //! training on a 2-core machine.
 
 use std::fmt::Write as _;
@@ -91,7 +91,7 @@ fn plans() -> Vec<Plan> {
             role: "target (byte-level BPE, 8k)",
             tokenizer: Which::ByteLevelBpe,
             spec: |v, e| spec(v, e, 256, 4, 4, 2),
-            steps: 400,
+            steps: 900,
             batch_size: 8,
             seq_len: 128,
             learning_rate: 3e-3,
@@ -101,7 +101,7 @@ fn plans() -> Vec<Plan> {
             role: "drafter, same tokenizer as the target",
             tokenizer: Which::ByteLevelBpe,
             spec: |v, e| spec(v, e, 128, 2, 4, 2),
-            steps: 300,
+            steps: 400,
             batch_size: 8,
             seq_len: 128,
             learning_rate: 4e-3,

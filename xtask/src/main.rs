@@ -26,7 +26,7 @@ enum Command {
         which: Repro,
     },
     /// Train the tokenizers and the four small models of `anyspec demo` into assets/demo/
-    /// (about 15 minutes of CPU training in release mode).
+    /// (about 25 minutes of CPU training in release mode).
     DemoAssets(demo_assets::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
