@@ -4,6 +4,7 @@ mod demo_assets;
 mod dict_fixtures;
 mod repro_dict;
 mod repro_rdk;
+mod repro_rdk_demo;
 mod repro_vocab;
 
 use std::path::PathBuf;
@@ -75,6 +76,10 @@ enum Repro {
         /// Base seed.
         #[arg(long, default_value_t = repro_rdk::Options::default().seed)]
         seed: u64,
+        /// Instead, sweep the pruning levels with the demo models in assets/demo and append the
+        /// table to reports/rdk.md (run the synthetic sweep first: it rewrites the file).
+        #[arg(long)]
+        demo: bool,
     },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
@@ -91,7 +96,10 @@ fn main() -> anyhow::Result<()> {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
             Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
-            Repro::Rdk { vocab, contexts, rho, top_k, seed } => repro_rdk::run(repro_rdk::Options {
+            Repro::Rdk { demo: true, .. } => {
+                repro_rdk_demo::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/demo"))
+            }
+            Repro::Rdk { vocab, contexts, rho, top_k, seed, demo: false } => repro_rdk::run(repro_rdk::Options {
                 vocab,
                 contexts,
                 rho,

@@ -6,7 +6,7 @@
 //! tokens. A drafter that cannot propose its end-of-sequence token never stops a draft where the
 //! text ends, so the end-of-sequence token is **forced in**: forced tokens take their place in the
 //! shortlist first, and the `size − forced` most frequent other tokens fill the rest (ties broken
-//! by the lower id). Which token ends a sequence is named by the caller, or recognised among the
+//! by the lower id, so tokens the corpus never uses come last, in id order). Which token ends a sequence is named by the caller, or recognised among the
 //! special tokens by its conventional name ([`EOS_NAMES`]). With `keep_special`, every special
 //! token is forced in as well.
 //!
@@ -186,11 +186,8 @@ impl Shortlist {
                 if params.keep_special { "end-of-sequence and special tokens" } else { "end-of-sequence tokens" };
             return Err(Error::ShortlistTooSmall { size: params.size, forced: forced.len(), what: what.to_string() });
         }
-        let mut ranked: Vec<u32> = vocabulary
-            .tokens()
-            .map(|(id, _)| id)
-            .filter(|id| forced.binary_search(id).is_err() && frequencies.counts[*id as usize] > 0)
-            .collect();
+        let mut ranked: Vec<u32> =
+            vocabulary.tokens().map(|(id, _)| id).filter(|id| forced.binary_search(id).is_err()).collect();
         ranked.sort_unstable_by(|&a, &b| {
             frequencies.counts[b as usize].cmp(&frequencies.counts[a as usize]).then(a.cmp(&b))
         });
