@@ -1,5 +1,6 @@
 //! `anyspec`: lossless speculative decoding from any drafter.
 
+mod bridge;
 mod commands;
 mod output;
 mod progress;

@@ -11,15 +11,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affinity};
 use anyspec_core::{Drafter, GenerationConfig, Progress, ProgressUnit, SamplingConfig, Stats, Target as _, generate};
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
-use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig};
+use anyspec_drafters::{
+    Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
+};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 
+use crate::bridge;
 use crate::commands::theory::flag_error;
 use crate::output::{print_json, print_text, table};
 
@@ -105,6 +109,31 @@ const METHODS: &[Method] = &[
             Ok(Some(Box::new(Hybrid::new(dictionary, prompt, HybridOrder::DictionaryFirst))))
         },
     },
+    Method {
+        name: "union → drafter-sp",
+        about: "drafter-sp (SentencePiece-style, 2k) over the union of vocabularies; drafts outside the target's are rejected",
+        build: |a| a.hetero("drafter-sp", Algo::Union),
+    },
+    Method {
+        name: "TLI → drafter-sp",
+        about: "drafter-sp restricted to the shared tokens, its LM head pruned to them",
+        build: |a| a.hetero("drafter-sp", Algo::Tli),
+    },
+    Method {
+        name: "RDK → drafter-sp",
+        about: "TLI, then redistributed over the target's vocabulary by the affinity matrix (exact)",
+        build: |a| a.hetero("drafter-sp", Algo::Rdk),
+    },
+    Method {
+        name: "SLEM → drafter-sp",
+        about: "drafter-sp's text re-tokenized with the target tokenizer, verified by exact match",
+        build: |a| a.hetero("drafter-sp", Algo::Slem),
+    },
+    Method {
+        name: "SLRS → drafter-byte",
+        about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ",
+        build: |a| a.hetero("drafter-byte", Algo::Slrs),
+    },
 ];
 
 /// The models the demo ships (directories under assets/demo).
@@ -117,10 +146,12 @@ pub(crate) struct Assets {
     target_vocab: usize,
     models: Vec<(&'static str, Checkpoint, Llama)>,
     dictionary: Arc<Dictionary>,
-    /// Target ↔ drafter vocabulary maps (byte surfaces), by drafter directory name, for the
-    /// different-tokenizer bridges (the method rows that read them are added with those bridges).
-    #[allow(dead_code)]
-    vocab_maps: Vec<(&'static str, Arc<VocabMap>)>,
+    target_vocabulary: Vocabulary,
+    /// The drafters with another tokenizer, by directory name: vocabulary, tokenizer and the
+    /// target ↔ drafter vocabulary map (byte surfaces).
+    hetero: Vec<(&'static str, Vocabulary, TextTokenizer, Arc<VocabMap>)>,
+    /// The RDK affinity matrix over the target's vocabulary.
+    affinity: Arc<Affinity>,
     /// What was taken from or built into the cache.
     artifacts: Vec<Artifact>,
 }
@@ -143,6 +174,26 @@ impl Assets {
             .find(|(n, _, _)| *n == name)
             .map(|(_, _, m)| m)
             .with_context(|| format!("{} has no model {name}", self.dir.display()))
+    }
+
+    /// The drafter `name` (another tokenizer than the target's) through `algo`.
+    fn hetero(&self, name: &str, algo: Algo) -> anyhow::Result<MaybeDrafter> {
+        let (_, vocabulary, tokenizer, map) = self
+            .hetero
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .with_context(|| format!("{} has no drafter {name} with another tokenizer", self.dir.display()))?;
+        let pair = bridge::Pair {
+            target_vocab: &self.target_vocabulary,
+            drafter_vocab: vocabulary,
+            target_tokenizer: &self.target_tokenizer,
+            drafter_tokenizer: tokenizer,
+            map,
+            target_rows: self.target_vocab,
+        };
+        let rdk = (algo == Algo::Rdk).then(|| RdkForm::Exact(self.affinity.matrix().clone()));
+        let options = bridge::Options { rdk, ..bridge::Options::default() };
+        Ok(Some(bridge::build(algo, &pair, self.model(name)?.clone(), options)?))
     }
 }
 
@@ -443,12 +494,72 @@ fn load_assets(dir: &Path, cache: &Path, device: DeviceChoice, progress: &dyn Pr
     }
     let mut artifacts = Vec::new();
     let dictionary = Arc::new(dictionary(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
-    let mut vocab_maps = Vec::new();
+    let affinity = Arc::new(affinity(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let mut hetero = Vec::new();
     for name in ["drafter-sp", "drafter-byte"] {
-        let drafter = Vocabulary::from_file(&dir.join(name).join("tokenizer.json"))?;
-        vocab_maps.push((name, Arc::new(vocab_map(cache, &target_vocabulary, &drafter, name, &mut artifacts)?)));
+        let path = dir.join(name);
+        let drafter = Vocabulary::from_file(&path.join("tokenizer.json"))?;
+        let map = Arc::new(vocab_map(cache, &target_vocabulary, &drafter, name, &mut artifacts)?);
+        let checkpoint = &models.iter().find(|(n, ..)| *n == name).context("a demo model is missing")?.1;
+        let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", path.display()))?;
+        hetero.push((name, drafter, tokenizer, map));
     }
-    Ok(Assets { dir: dir.to_owned(), target_tokenizer, target_vocab, models, dictionary, vocab_maps, artifacts })
+    Ok(Assets {
+        dir: dir.to_owned(),
+        target_tokenizer,
+        target_vocab,
+        models,
+        dictionary,
+        target_vocabulary,
+        hetero,
+        affinity,
+        artifacts,
+    })
+}
+
+/// The RDK affinity matrix of the target's tokenizer, counted over `corpus.txt.gz` on first use
+/// and cached under a key of the corpus bytes, the tokenizer fingerprint and the parameters.
+fn affinity(
+    dir: &Path,
+    cache: &Path,
+    vocabulary: &Vocabulary,
+    progress: &dyn Progress,
+    artifacts: &mut Vec<Artifact>,
+) -> anyhow::Result<Affinity> {
+    let corpus = dir.join("corpus.txt.gz");
+    let bytes = std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    let params = AffinityParams::default();
+    let key = fnv1a(&[&bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()]);
+    let path = cache.join(format!("affinity-{key:016x}.safetensors"));
+    let (affinity, built) = match Affinity::load(&path, &vocabulary.fingerprint()) {
+        Ok(affinity) => (affinity, false),
+        Err(err) => {
+            if path.exists() {
+                // A damaged cache entry is rebuilt rather than reported: the cache is ours.
+                tracing::warn!("rebuilding {}: {err}", path.display());
+            }
+            let counts = CooccurrenceCounts::count_files(
+                std::slice::from_ref(&corpus),
+                &CorpusOptions::default(),
+                vocabulary,
+                params.window,
+                params.max_pairs,
+                params.threads,
+                progress,
+            )
+            .with_context(|| format!("counting co-occurrences in {}", corpus.display()))?;
+            let affinity = build_affinity(&counts, vocabulary.fingerprint(), &params, &corpus.display().to_string())?;
+            affinity.save(&path).with_context(|| format!("writing {}", path.display()))?;
+            (affinity, true)
+        }
+    };
+    artifacts.push(Artifact {
+        name: "affinity matrix (target tokenizer)".into(),
+        path,
+        built,
+        detail: format!("{} rows with neighbours, τ = {}", affinity.rows_with_entries(), affinity.tau()),
+    });
+    Ok(affinity)
 }
 
 /// The byte-surface vocabulary map target → `name`, cached under the two fingerprints.

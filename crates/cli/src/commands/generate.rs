@@ -12,14 +12,15 @@ use anyspec_core::engine::Target;
 use anyspec_core::{Drafter, GenerationConfig, SamplingConfig, StopReason, generate};
 use anyspec_drafters::hetero::ContextMapping;
 use anyspec_drafters::hetero::auto::{AutoChoice, PairFacts, choose};
-use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
-use anyspec_drafters::{Algo, Bridge, HeteroConfig, HeteroModelDrafter, ModelDrafter, RdkForm, SlemDrafter};
+use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig};
+use anyspec_drafters::{Algo, ModelDrafter, RdkForm};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
-use anyspec_vocab_map::{MatchMode, TokenKind, VocabMap, Vocabulary};
+use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 
+use crate::bridge;
 use crate::commands::theory::flag_error;
 use crate::output::print_json;
 
@@ -336,58 +337,33 @@ fn hetero_drafter(
         bail!("--shortlist prunes the drafter for --algo tli or rdk (the algorithm is {chosen}); drop it");
     }
 
-    let drafter: Box<dyn Drafter> = match chosen {
-        Algo::Slem => Box::new(SlemDrafter::new(model()?, pair.target_tokenizer.clone(), drafter_tokenizer)?),
-        Algo::Slrs => {
-            let surfaces = |vocab: &Vocabulary| -> Vec<Option<Vec<u8>>> {
-                (0..vocab.len() as u32)
-                    .map(|id| match vocab.token(id) {
-                        Some(token) if token.kind != TokenKind::Special => vocab.surface(id).map(<[u8]>::to_vec),
-                        _ => None,
-                    })
-                    .collect()
-            };
-            let (target_surfaces, drafter_surfaces) = (surfaces(&pair.target_vocab), surfaces(&pair.drafter_vocab));
-            let model = model()?;
-            let drafter_rows = model.config().vocab_size.max(drafter_surfaces.len());
-            let space = StringSpace::new(
-                &borrow(&target_surfaces),
-                target_vocab_size,
-                &borrow(&drafter_surfaces),
-                drafter_rows,
-            )?;
-            let config = SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget };
-            let tree = TextTreeModel::new(model, pair.target_tokenizer.clone(), drafter_tokenizer)?;
-            Box::new(SlrsDrafter::new(tree, space, config).context("--algo slrs")?)
-        }
-        Algo::Union | Algo::Tli | Algo::Rdk => {
-            let bridge = match chosen {
-                Algo::Union => Bridge::Union,
-                Algo::Tli => Bridge::Tli,
-                _ => Bridge::Rdk(rdk_form(args, &pair.target_vocab)?),
-            };
-            let mut config = HeteroConfig::new(bridge);
-            if args.drafter_context == "shared-ids" {
-                config.context = ContextMapping::SharedIds;
-            }
-            if let Some(path) = &args.shortlist {
-                let shortlist = anyspec_affinity::Shortlist::load(path, &pair.drafter_vocab.fingerprint())
-                    .with_context(|| format!("--shortlist {}", path.display()))?;
-                config.shortlist = Some(shortlist.ids().to_vec());
-            }
-            let id_map = map.id_map()?;
-            let drafter = HeteroModelDrafter::new(
-                model()?,
-                config,
-                id_map,
-                pair.target_tokenizer.clone(),
-                drafter_tokenizer,
-                target_vocab_size,
-            )
-            .with_context(|| format!("--algo {chosen}"))?;
-            Box::new(drafter)
-        }
+    let rdk = if chosen == Algo::Rdk { Some(rdk_form(args, &pair.target_vocab)?) } else { None };
+    let shortlist = match &args.shortlist {
+        Some(path) => Some(
+            anyspec_affinity::Shortlist::load(path, &pair.drafter_vocab.fingerprint())
+                .with_context(|| format!("--shortlist {}", path.display()))?
+                .ids()
+                .to_vec(),
+        ),
+        None => None,
     };
+    let context =
+        if args.drafter_context == "shared-ids" { ContextMapping::SharedIds } else { ContextMapping::default() };
+    let options = bridge::Options {
+        rdk,
+        shortlist,
+        context,
+        slrs: SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget },
+    };
+    let sides = bridge::Pair {
+        target_vocab: &pair.target_vocab,
+        drafter_vocab: &pair.drafter_vocab,
+        target_tokenizer: pair.target_tokenizer,
+        drafter_tokenizer: &drafter_tokenizer,
+        map: &map,
+        target_rows: target_vocab_size,
+    };
+    let drafter = bridge::build(chosen, &sides, model()?, options).with_context(|| format!("--algo {chosen}"))?;
     Ok((drafter, choice))
 }
 
@@ -411,11 +387,6 @@ fn rdk_form(args: &Args, target_vocab: &Vocabulary) -> anyhow::Result<RdkForm> {
 fn bytes_per_token(prompt: &str, tokenizer: &TextTokenizer) -> anyhow::Result<f64> {
     let tokens = tokenizer.encode_continuation(prompt)?.len();
     Ok(if tokens == 0 { 0.0 } else { prompt.len() as f64 / tokens as f64 })
-}
-
-/// Borrowed surfaces, the form `StringSpace::new` takes.
-fn borrow(surfaces: &[Option<Vec<u8>>]) -> Vec<Option<&[u8]>> {
-    surfaces.iter().map(Option::as_deref).collect()
 }
 
 #[allow(clippy::print_stderr)]
