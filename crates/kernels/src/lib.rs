@@ -5,18 +5,23 @@
 //!
 //! - [`device_probs`]: logits → the sampled distribution (temperature, greedy) with tensor ops.
 //! - [`verify_on_device`]: probabilities at the drafted tokens, acceptance decisions and the
-//!   residual sample in one batch of tensor ops, with [`Uniforms`] drawn up front on the host.
+//!   residual sample in one step, with [`Uniforms`] drawn up front on the host.
+//! - [`acceptance`](mod@acceptance): that step, packed into a `[γ + 1, 4]` result. Two bodies:
+//!   [`acceptance_reference`] in plain burn tensor ops (every backend; flex runs it), and with the
+//!   `wgpu` or `cuda` feature a hand-written CubeCL kernel (`acceptance_fused`, one launch,
+//!   reached through a `#[backend_extension]` trait) that [`acceptance()`] picks on CubeCL
+//!   devices.
 //! - [`readback`]: small device → host copies that return errors instead of panicking.
 //!
-//! Every operation is written with burn's tensor API, so it runs on every backend (flex on the
-//! CPU, wgpu, CUDA). The tests check it against the host rule of `anyspec-core` driven by the
-//! same uniforms: the verdicts are identical.
+//! The tests check the reference against the host rule of `anyspec-core` driven by the same
+//! uniforms (identical verdicts), and, under the `wgpu` feature, the kernel against the
+//! reference on wgpu (Mesa's lavapipe in CI).
 //!
 //! ## Quirks
-//! - There is no hand-written CubeCL kernel yet: on a GPU the steps above are a handful of
-//!   small launches (gather, compare, cumulative sum, reductions) rather than one fused kernel.
-//!   A fused kernel would sit behind a `#[backend_extension]` trait with this implementation as
-//!   its default body and reference.
+//! - The kernel and the reference sum the residual in different orders, so their totals may
+//!   differ in the last bits and, in principle, a sample whose threshold falls within that
+//!   rounding of a cumulative boundary; see the `acceptance` module for the bound.
+//! - Vocabularies up to 2²⁴ tokens (sampled ids travel as exact f32 integers).
 //! - Top-k and top-p need a sort with the host's tie-breaking; [`device_probs`] refuses them and
 //!   callers verify on the host.
 //!
@@ -38,11 +43,15 @@
 
 #![deny(missing_docs)]
 
+pub mod acceptance;
 mod error;
 mod probs;
 pub mod readback;
 mod verify;
 
+#[cfg(feature = "cubecl")]
+pub use acceptance::acceptance_fused;
+pub use acceptance::{AcceptanceInputs, acceptance, acceptance_reference, read_acceptance};
 pub use error::{Error, Result};
 pub use probs::{device_probs, supports};
-pub use verify::{Uniforms, verify_on_device};
+pub use verify::{Uniforms, verdict_from_rows, verify_on_device};

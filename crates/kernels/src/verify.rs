@@ -5,17 +5,16 @@
 //! per drafted token, so here every decision is made at once from uniforms drawn up front
 //! ([`Uniforms`]): the acceptance test of every drafted token, and a residual sample for every
 //! possible stopping point (a correction after a rejection at position j, or the bonus token
-//! after a full acceptance). The host then reads back γ decisions and γ + 1 candidate tokens and
-//! keeps the candidate at the first rejection. Given the same uniforms the result is exactly
+//! after a full acceptance). The host then reads back γ decisions and γ + 1 candidate tokens (one
+//! packed copy, see [`crate::acceptance`]) and keeps the candidate at the first rejection. Given the same uniforms the result is exactly
 //! the host rule's (tests drive both with the same numbers).
 
 use anyspec_core::Verdict;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::Tensor;
 use rand::{Rng, RngCore};
 
+use crate::acceptance::{AcceptanceInputs, AcceptanceRow, acceptance, read_acceptance};
 use crate::error::{Error, Result};
-use crate::probs::one_hot_mask;
-use crate::readback::{read_f32, read_i64};
 
 /// The uniform numbers one verification consumes.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,105 +44,47 @@ impl Uniforms {
 /// comes from the normalized residual `max(p_j − q_j, 0)` at the first rejection (`p_j` with
 /// `d_j` removed for a point mass), or from `p_γ` when everything was accepted. A residual with
 /// no mass (rounding) falls back to `p_j`, as the host rule does.
+///
+/// The step itself is [`crate::acceptance()`]: one fused CubeCL kernel on wgpu/CUDA, burn tensor
+/// ops elsewhere; either way one `[γ + 1, 4]` f32 copy comes back to the host.
 pub fn verify_on_device(
     target_probs: Tensor<2>,
     draft_tokens: &[u32],
     draft_probs: Option<Tensor<2>>,
     uniforms: &Uniforms,
 ) -> Result<Verdict> {
+    let inputs = AcceptanceInputs::new(target_probs, draft_tokens, draft_probs, uniforms)?;
+    verdict_from_rows(&read_acceptance(acceptance(inputs))?, draft_tokens)
+}
+
+/// The verdict from the packed acceptance rows: the first rejected position (or γ) and the
+/// sample of that row. Refuses non-finite target rows and drafted tokens whose own draft
+/// distribution gives them probability 0, as the host rule does.
+pub fn verdict_from_rows(rows: &[AcceptanceRow], draft_tokens: &[u32]) -> Result<Verdict> {
     let gamma = draft_tokens.len();
-    let [rows, vocab] = target_probs.dims();
-    if rows != gamma + 1 {
-        return Err(shape("target rows (γ + 1)", gamma + 1, rows));
-    }
-    if uniforms.accept.len() != gamma {
-        return Err(shape("acceptance uniforms (γ)", gamma, uniforms.accept.len()));
-    }
-    if let Some(&token) = draft_tokens.iter().find(|&&t| t as usize >= vocab) {
-        return Err(Error::TokenOutOfRange { token, vocab_size: vocab });
-    }
-    // With nothing drafted the draft distributions play no part (and an empty upload may
-    // not even know the vocabulary size).
-    let draft_probs = draft_probs.filter(|_| gamma > 0);
-    if let Some(q) = &draft_probs
-        && q.dims() != [gamma, vocab]
-    {
+    if rows.len() != gamma + 1 {
         return Err(Error::Shape {
-            what: "draft distributions",
-            expected: format!("[{gamma}, {vocab}]"),
-            got: format!("{:?}", q.dims()),
+            what: "packed acceptance rows (γ + 1)",
+            expected: (gamma + 1).to_string(),
+            got: rows.len().to_string(),
         });
     }
-    let device = target_probs.device();
-
-    // Acceptance tests and the residual rows, one per possible stopping point.
-    let (accepted_flags, q_at_tokens, residual_rows) = if gamma == 0 {
-        (None, None, target_probs.clone())
-    } else {
-        let ids: Vec<i64> = draft_tokens.iter().map(|&t| i64::from(t)).collect();
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [gamma, 1]), &device);
-        let p_head = target_probs.clone().narrow(0, 0, gamma);
-        let p_at = p_head.clone().gather(1, ids.clone());
-        let (q_at, residual) = match draft_probs {
-            Some(q) => (q.clone().gather(1, ids), (p_head - q).clamp_min(0.0)),
-            None => {
-                let mask = one_hot_mask(ids, gamma, vocab);
-                (Tensor::<2>::ones([gamma, 1], &device), p_head.mask_fill(mask, 0.0))
-            }
-        };
-        let u: Vec<f32> = uniforms.accept.iter().map(|&u| u as f32).collect();
-        let u = Tensor::<2>::from_data(TensorData::new(u, [gamma, 1]), &device);
-        let accept = u.mul(q_at.clone()).lower(p_at.clone()).bool_or(p_at.greater_equal(q_at.clone()));
-        let bonus_row = target_probs.clone().narrow(0, gamma, 1);
-        (Some(accept.float()), Some(q_at), Tensor::cat(vec![residual, bonus_row], 0))
-    };
-
-    // A residual without mass falls back to the target row.
-    let totals = residual_rows.clone().sum_dim(1);
-    let empty = totals.lower_equal_elem(0.0).expand([rows, vocab]);
-    let weights = residual_rows.mask_where(empty, target_probs);
-    let totals = weights.clone().sum_dim(1);
-
-    // Inverse-CDF sampling: the first index whose cumulative weight exceeds u · total, capped
-    // at the last index with positive weight (rounding can leave u · total past the end).
-    let threshold = totals.clone().mul_scalar(uniforms.residual as f32).expand([rows, vocab]);
-    let cumulative = weights.clone().cumsum(1);
-    let first_above = cumulative.lower_equal(threshold).int().sum_dim(1);
-    let ids = Tensor::<1, Int>::arange(0..vocab as i64, &device).reshape([1, vocab]).expand([rows, vocab]);
-    let last_positive = weights.greater_elem(0.0).int().mul(ids).max_dim(1);
-    let samples = first_above.min_pair(last_positive);
-
-    // One float readback (decisions, q at the drafted tokens, row totals) and one integer one.
-    let mut floats = vec![totals.reshape([rows])];
-    if let (Some(accept), Some(q_at)) = (accepted_flags, q_at_tokens) {
-        floats.push(accept.reshape([gamma]));
-        floats.push(q_at.reshape([gamma]));
-    }
-    let floats = read_f32(Tensor::cat(floats, 0))?;
-    let samples = read_i64(samples.reshape([rows]))?;
-    let (totals, rest) = floats.split_at(rows);
-    if let Some(row) = totals.iter().position(|t| !t.is_finite()) {
+    if let Some(row) = rows.iter().find(|row| !row.total.is_finite()) {
         return Err(Error::Core(anyspec_core::Error::EmptyDistribution {
             what: "a target row on the device (non-finite mass: NaN or +inf logits)",
-            sum: f64::from(totals[row]),
+            sum: f64::from(row.total),
         }));
     }
-    let (accept, q_at) = rest.split_at(gamma);
     let mut accepted = gamma;
-    for (j, (&flag, &q)) in accept.iter().zip(q_at).enumerate() {
+    for (j, row) in rows[..gamma].iter().enumerate() {
+        let q = row.draft_at_token;
         if !(q > 0.0 && q.is_finite()) {
             return Err(Error::DraftTokenImpossible { position: j, token: draft_tokens[j] });
         }
-        if flag < 0.5 {
+        if !row.accepted {
             accepted = j;
             break;
         }
     }
-    let next_token = u32::try_from(samples[accepted])
-        .map_err(|_| Error::Readback { message: format!("sampled index {} is not a token id", samples[accepted]) })?;
-    Ok(Verdict { accepted, next_token, bonus: accepted == gamma })
-}
-
-fn shape(what: &'static str, expected: usize, got: usize) -> Error {
-    Error::Shape { what, expected: expected.to_string(), got: got.to_string() }
+    Ok(Verdict { accepted, next_token: rows[accepted].sample, bonus: accepted == gamma })
 }

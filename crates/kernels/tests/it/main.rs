@@ -11,6 +11,9 @@ use burn::tensor::{Device, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
+#[cfg(feature = "wgpu")]
+mod fused;
+
 /// An RNG whose `random::<f64>()` returns prepared values (rand 0.9 turns the top 53 bits of
 /// `next_u64` into `k · 2⁻⁵³`), so the host rule can be fed exactly the uniforms the device used.
 struct ScriptedRng(VecDeque<u64>);
@@ -163,4 +166,20 @@ fn the_residual_never_returns_the_rejected_point_mass_token() {
         assert_eq!(verdict.accepted, 0);
         assert_ne!(verdict.next_token, 2);
     }
+}
+
+#[test]
+fn the_packed_reference_rows_hold_flags_samples_and_totals() {
+    use anyspec_kernels::{AcceptanceInputs, acceptance_reference, read_acceptance};
+    let device = Device::flex();
+    let p = vec![vec![0.2, 0.7, 0.1], vec![0.3, 0.3, 0.4]];
+    let uniforms = Uniforms { accept: vec![0.5], residual: 0.9 };
+    let inputs = AcceptanceInputs::new(upload(&p, &device), &[1], None, &uniforms).unwrap();
+    let rows = read_acceptance(acceptance_reference(inputs)).unwrap();
+    // Row 0: 0.5 · 1 < 0.7 accepts; residual [0.2, 0, 0.1] has mass 0.3 and 0.9 · 0.3 lies past
+    // the cumulative 0.2, so the sample is 2. Row 1 (bonus): cumulative [0.3, 0.6, 1.0] vs 0.9.
+    assert!(rows[0].accepted && rows[1].accepted);
+    assert_eq!((rows[0].sample, rows[1].sample), (2, 2));
+    assert_eq!((rows[0].draft_at_token, rows[1].draft_at_token), (1.0, 1.0));
+    assert!((rows[0].total - 0.3).abs() < 1e-6 && (rows[1].total - 1.0).abs() < 1e-6, "{rows:?}");
 }
