@@ -8,7 +8,7 @@
 use anyhow::Context;
 use anyspec_core::Drafter;
 use anyspec_drafters::hetero::ContextMapping;
-use anyspec_drafters::slrs::{SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
+use anyspec_drafters::slrs::{ExpansionPlan, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
 use anyspec_drafters::{Algo, Bridge, HeteroConfig, HeteroModelDrafter, RdkForm, SlemDrafter};
 use anyspec_models::{Llama, TextTokenizer};
 use anyspec_vocab_map::{TokenKind, VocabMap, Vocabulary};
@@ -35,6 +35,9 @@ pub(crate) struct Options {
     pub(crate) context: ContextMapping,
     /// Lookahead and budget of SLRS.
     pub(crate) slrs: SlrsConfig,
+    /// When the SLRS worst case exceeds the budget, lower the lookahead to the largest that fits
+    /// instead of refusing (the demo's choice; `generate` refuses and names the lookahead).
+    pub(crate) slrs_fit_lookahead: bool,
 }
 
 /// The drafter for `algo` over `pair`, with `model` as the drafter's weights.
@@ -48,8 +51,17 @@ pub(crate) fn build(algo: Algo, pair: &Pair<'_>, model: Llama, options: Options)
         Algo::Slrs => {
             let drafter_rows = model.config().vocab_size.max(pair.drafter_vocab.len());
             let space = string_space(pair.target_vocab, pair.target_rows, pair.drafter_vocab, drafter_rows)?;
+            let mut config = options.slrs;
+            if options.slrs_fit_lookahead {
+                let plan = ExpansionPlan::new(&space);
+                if plan.worst_case(config.lookahead) > config.budget {
+                    config.lookahead = Some(plan.largest_lookahead_within(config.budget).with_context(|| {
+                        format!("slrs: not even one drafter token fits a budget of {} positions", config.budget)
+                    })?);
+                }
+            }
             let tree = TextTreeModel::new(model, pair.target_tokenizer.clone(), pair.drafter_tokenizer.clone())?;
-            Box::new(SlrsDrafter::new(tree, space, options.slrs)?)
+            Box::new(SlrsDrafter::new(tree, space, config)?)
         }
         Algo::Union | Algo::Tli | Algo::Rdk => {
             let bridge = match algo {

@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affinity};
 use anyspec_core::{Drafter, GenerationConfig, Progress, ProgressUnit, SamplingConfig, Stats, Target as _, generate};
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
+use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig};
 use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
 };
@@ -131,10 +132,15 @@ const METHODS: &[Method] = &[
     },
     Method {
         name: "SLRS → drafter-byte",
-        about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ",
+        about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ \
+                (at temperature > 0 the lookahead is cut so ψ costs at most 300 drafter positions per token)",
         build: |a| a.hetero("drafter-byte", Algo::Slrs),
     },
 ];
+
+/// Drafter positions SLRS may score per drafted token when sampling (temperature > 0). At
+/// temperature 0 the expansion collapses to the walk's own path and the default budget applies.
+const SAMPLED_SLRS_BUDGET: u64 = 300;
 
 /// The models the demo ships (directories under assets/demo).
 const MODELS: &[&str] = &["target", "drafter-same", "drafter-sp", "drafter-byte"];
@@ -152,6 +158,8 @@ pub(crate) struct Assets {
     hetero: Vec<(&'static str, Vocabulary, TextTokenizer, Arc<VocabMap>)>,
     /// The RDK affinity matrix over the target's vocabulary.
     affinity: Arc<Affinity>,
+    /// Most drafter positions SLRS may score per drafted token (its lookahead is lowered to fit).
+    slrs_budget: u64,
     /// What was taken from or built into the cache.
     artifacts: Vec<Artifact>,
 }
@@ -192,7 +200,12 @@ impl Assets {
             target_rows: self.target_vocab,
         };
         let rdk = (algo == Algo::Rdk).then(|| RdkForm::Exact(self.affinity.matrix().clone()));
-        let options = bridge::Options { rdk, ..bridge::Options::default() };
+        let options = bridge::Options {
+            rdk,
+            slrs: SlrsConfig { lookahead: None, budget: self.slrs_budget },
+            slrs_fit_lookahead: true,
+            ..bridge::Options::default()
+        };
         Ok(Some(bridge::build(algo, &pair, self.model(name)?.clone(), options)?))
     }
 }
@@ -256,6 +269,11 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     let prompts: Vec<String> = all_prompts.into_iter().take(count).collect();
 
     let mut assets = load_assets(&dir, &cache, args.device, progress)?;
+    if args.temperature > 0.0 {
+        // Sampling makes SLRS score every live branch of the drafter's byte tree (one drafter
+        // call each, not batched yet): cap it so the row finishes in seconds, not minutes.
+        assets.slrs_budget = SAMPLED_SLRS_BUDGET;
+    }
     let encoded = prompts
         .iter()
         .map(|p| assets.target_tokenizer.encode(p).map_err(anyhow::Error::from))
@@ -513,6 +531,7 @@ fn load_assets(dir: &Path, cache: &Path, device: DeviceChoice, progress: &dyn Pr
         target_vocabulary,
         hetero,
         affinity,
+        slrs_budget: DEFAULT_SLRS_BUDGET,
         artifacts,
     })
 }

@@ -354,6 +354,7 @@ fn hetero_drafter(
         shortlist,
         context,
         slrs: SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget },
+        slrs_fit_lookahead: false,
     };
     let sides = bridge::Pair {
         target_vocab: &pair.target_vocab,
