@@ -39,6 +39,7 @@ pub mod artifact;
 mod draft;
 pub mod engine;
 mod error;
+pub mod goodness_of_fit;
 pub mod progress;
 pub mod projection;
 pub mod sampling;
