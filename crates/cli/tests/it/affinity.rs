@@ -1,32 +1,11 @@
 //! `anyspec affinity`: build → inspect on the committed fixtures, stable JSON fields, refusals
 //! and flag errors.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn anyspec(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the binary runs")
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../affinity/tests/data").join(name).display().to_string()
-}
-
-/// A fresh directory per test (tests run in parallel in one process).
-fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-affinity-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use crate::support::{affinity_fixture as fixture, anyspec, json, temp_dir};
 
 #[test]
 fn build_then_inspect_with_rows() {
-    let dir = temp_dir("build");
+    let dir = temp_dir("affinity", "build");
     let matrix = dir.join("m.safetensors").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let built = json(&anyspec(&[
@@ -86,7 +65,7 @@ fn build_then_inspect_with_rows() {
 
 #[test]
 fn refusals_and_flag_errors() {
-    let dir = temp_dir("errors");
+    let dir = temp_dir("affinity", "errors");
     let matrix = dir.join("m.safetensors").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let out =

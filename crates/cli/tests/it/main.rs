@@ -6,5 +6,6 @@ mod dict;
 mod generate;
 mod shortlist;
 mod simulate;
+mod support;
 mod theory;
 mod vocab;

@@ -1,31 +1,10 @@
 //! `anyspec shortlist`: build → inspect, end-of-sequence kept, refusals and flag errors.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn anyspec(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the binary runs")
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../affinity/tests/data").join(name).display().to_string()
-}
-
-/// A fresh directory per test (tests run in parallel in one process).
-fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-shortlist-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use crate::support::{affinity_fixture as fixture, anyspec, json, temp_dir};
 
 #[test]
 fn build_keeps_eos_and_inspect_agrees() {
-    let dir = temp_dir("build");
+    let dir = temp_dir("shortlist", "build");
     let list = dir.join("s.bin").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let built = json(&anyspec(&[
@@ -55,7 +34,7 @@ fn build_keeps_eos_and_inspect_agrees() {
 
 #[test]
 fn errors_name_the_flag_and_the_fix() {
-    let dir = temp_dir("errors");
+    let dir = temp_dir("shortlist", "errors");
     let list = dir.join("s.bin").display().to_string();
     let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
     let out =
