@@ -1,6 +1,7 @@
 //! Cost of SLRS drafting: one walk with its full ψ expansion, as the target's tokens get longer,
 //! for a character-level drafter and for a drafter with multi-byte tokens; and one sampled draft
-//! with the real fixture pair (burn models, byte-level BPE tokenizers).
+//! with the real fixture pair (burn models, byte-level BPE tokenizers), its ψ levels scored as one
+//! tree-attention pass each against one drafter call per continuation.
 //!
 //! Synthetic target: every string of 1..=L letters over {a, b, c, d} (all prefixes are tokens,
 //! so every trie node is live). Drafters: the four letters (character-level), or every string of
@@ -92,16 +93,23 @@ fn real_pair(c: &mut Criterion) {
     let space = StringSpace::new(&surfaces(&target_vocab), 320, &surfaces(&drafter_vocab), drafter_size)
         .expect("valid vocabularies");
     let positions = ExpansionPlan::new(&space).worst_case(None);
-    let text = TextTreeModel::new(model, tokenizer(&target_dir), tokenizer(&drafter_dir)).expect("tree model");
-    let mut slrs = SlrsDrafter::new(text, space, SlrsConfig { lookahead: None, budget: u64::MAX }).expect("budget");
     let prompt = tokenizer(&target_dir).encode("The quick brown fox jumps over the lazy").expect("encode");
     let mut rng = StdRng::seed_from_u64(0);
     let mut group = c.benchmark_group("slrs_real_pair");
     group.sample_size(10);
-    for (name, sampling) in [("greedy", SamplingConfig::greedy()), ("temperature_1", SamplingConfig::default())] {
-        group.bench_function(format!("{name}/one_token/worst_positions={positions}"), |b| {
-            b.iter(|| slrs.propose(&prompt, 1, &sampling, &mut rng).expect("propose"));
-        });
+    // Each level of the ψ tree as one tree-attention pass (the default), against the baseline of
+    // one drafter call per continuation, in the same run.
+    for (scoring, batched) in [("tree_attention", true), ("one_call_per_continuation", false)] {
+        let mut text =
+            TextTreeModel::new(model.clone(), tokenizer(&target_dir), tokenizer(&drafter_dir)).expect("tree model");
+        text.set_tree_batching(batched);
+        let config = SlrsConfig { lookahead: None, budget: u64::MAX };
+        let mut slrs = SlrsDrafter::new(text, space.clone(), config).expect("budget");
+        for (name, sampling) in [("greedy", SamplingConfig::greedy()), ("temperature_1", SamplingConfig::default())] {
+            group.bench_function(format!("{name}/{scoring}/one_token/worst_positions={positions}"), |b| {
+                b.iter(|| slrs.propose(&prompt, 1, &sampling, &mut rng).expect("propose"));
+            });
+        }
     }
     group.finish();
 }

@@ -43,12 +43,15 @@ impl Rope {
         Rope { inv_freq: scaled.into_iter().map(|f| f as f32).collect(), head_dim }
     }
 
-    /// `cos` and `sin` for positions `start..start + len`, each `[len, head_dim]` row-major with
-    /// the half-width table repeated twice (the `rotate_half` convention of Hugging Face).
-    pub(crate) fn tables(&self, start: usize, len: usize) -> (Vec<f32>, Vec<f32>) {
+    /// `cos` and `sin` for `positions`, in order, each `[positions.len(), head_dim]` row-major
+    /// with the half-width table repeated twice (the `rotate_half` convention of Hugging Face).
+    /// Positions need not be contiguous: the nodes of a token tree sit at the positions of their
+    /// depths, so they repeat.
+    pub(crate) fn tables_at(&self, positions: impl ExactSizeIterator<Item = usize>) -> (Vec<f32>, Vec<f32>) {
+        let len = positions.len();
         let mut cos = Vec::with_capacity(len * self.head_dim);
         let mut sin = Vec::with_capacity(len * self.head_dim);
-        for position in start..start + len {
+        for position in positions {
             for _ in 0..2 {
                 for &f in &self.inv_freq {
                     // transformers multiplies in f32, then takes cos/sin in f32.
@@ -68,7 +71,7 @@ mod tests {
 
     #[test]
     fn position_zero_is_the_identity() {
-        let (cos, sin) = Rope::new(8, 10_000.0, &RopeScaling::None).tables(0, 1);
+        let (cos, sin) = Rope::new(8, 10_000.0, &RopeScaling::None).tables_at(0..1);
         assert!(cos.iter().all(|&c| c == 1.0) && sin.iter().all(|&s| s == 0.0));
     }
 

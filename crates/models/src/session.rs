@@ -5,7 +5,7 @@ use burn::Tensor;
 
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
-use crate::llama::{Llama, PrunedHead};
+use crate::llama::{Llama, PrunedHead, TreeNode};
 
 /// A model plus the state of one sequence.
 #[derive(Clone, Debug)]
@@ -57,6 +57,29 @@ impl Session {
     /// [`Session::logits_pruned`] read back to the host, one vector per row.
     pub fn logits_pruned_on_host(&mut self, sequence: &[u32], rows: usize, head: &PrunedHead) -> Result<Vec<Vec<f32>>> {
         let logits = self.logits_pruned(sequence, rows, head)?;
+        Ok(anyspec_kernels::readback::read_rows(logits)?)
+    }
+
+    /// The logits after the nodes `rows` of a token tree hung below `prefix`
+    /// ([`Llama::forward_tree`]), over the full vocabulary or the rows of `head`, read back to
+    /// the host, one vector per requested node.
+    ///
+    /// The cache is first brought to hold exactly `prefix` (reusing what it shares with the last
+    /// call, running the rest as one ordinary pass); the tree's own positions never enter it.
+    pub fn tree_logits_on_host(
+        &mut self,
+        prefix: &[u32],
+        nodes: &[TreeNode],
+        rows: &[usize],
+        head: Option<&PrunedHead>,
+    ) -> Result<Vec<Vec<f32>>> {
+        let common = self.tokens.iter().zip(prefix).take_while(|(a, b)| a == b).count();
+        self.truncate(common);
+        if common < prefix.len() {
+            self.model.forward(&prefix[common..], &mut self.cache, 1)?;
+            self.tokens.extend_from_slice(&prefix[common..]);
+        }
+        let logits = self.model.forward_tree(nodes, rows, &self.cache, head)?;
         Ok(anyspec_kernels::readback::read_rows(logits)?)
     }
 

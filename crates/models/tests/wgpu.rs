@@ -1,5 +1,6 @@
 //! The WGPU code path against the CPU one (flex) on the committed fixtures: logits of a full
-//! forward and of k-token verification, device verification verdicts, and greedy generation.
+//! forward, of k-token verification and of a token tree (tree attention), device verification
+//! verdicts, and greedy generation.
 //!
 //! Runs only with `--features wgpu`; CI installs Mesa's software Vulkan driver (lavapipe) so
 //! these run without a GPU.
@@ -16,7 +17,7 @@ use anyspec_core::engine::Target;
 use anyspec_core::sampling::argmax;
 use anyspec_core::{DeterministicRule, Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_kernels::readback::read_rows;
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, Session};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, Session, TreeNode};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
@@ -50,6 +51,25 @@ fn full_forward_logits_agree_between_cpu_and_wgpu() {
         assert!(diff <= TOLERANCE, "{name}: cpu vs wgpu max |Δ| = {diff}");
         let diff = max_abs_diff(&gpu, &reference.logits);
         assert!(diff <= TOLERANCE, "{name}: wgpu vs transformers max |Δ| = {diff}");
+    }
+}
+
+#[test]
+fn token_tree_logits_agree_between_cpu_and_wgpu() {
+    // A branchy tree below a 6-token prefix (the mistral fixture's window of 5 cuts through it).
+    let parents = [None, Some(0), Some(0), Some(1), Some(1), Some(2), None, Some(6), Some(3), Some(8)];
+    let nodes: Vec<TreeNode> =
+        parents.iter().enumerate().map(|(i, &parent)| TreeNode { token: (37 * i as u32 + 11) % 320, parent }).collect();
+    let rows: Vec<usize> = (0..nodes.len()).collect();
+    for name in FIXTURES {
+        let prefix = &reference(name).input_ids[..6];
+        let [cpu, gpu] = both(name).map(|model| {
+            let mut cache = model.new_cache();
+            model.forward(prefix, &mut cache, 1).unwrap();
+            read_rows(model.forward_tree(&nodes, &rows, &cache, None).unwrap()).unwrap()
+        });
+        let diff = max_abs_diff(&gpu, &cpu);
+        assert!(diff <= TOLERANCE, "{name}: cpu vs wgpu tree logits max |Δ| = {diff}");
     }
 }
 

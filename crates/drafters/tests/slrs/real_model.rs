@@ -112,3 +112,37 @@ fn sampled_slrs_with_real_models_runs_through_the_targets_verification() {
     assert_eq!(out.tokens.len(), 12);
     assert!(out.stats.drafted > 0, "{:?}", out.stats);
 }
+
+#[test]
+fn a_level_scored_as_one_token_tree_equals_one_call_per_continuation() {
+    use anyspec_drafters::slrs::TokenTreeModel;
+    let model = load(&drafter_dir());
+    let vocab = model.config().vocab_size as u32;
+    let make = |batched: bool| {
+        let mut text = TextTreeModel::new(model.clone(), tokenizer(&target_dir()), tokenizer(&drafter_dir())).unwrap();
+        text.set_tree_batching(batched);
+        text
+    };
+    let (mut batched, mut one_by_one) = (make(true), make(false));
+    // Continuations with shared prefixes, repeats and an empty one, as a walk's levels and a
+    // caller's mixed requests give them; then a longer context, so the cached prefix moves.
+    let levels: Vec<Vec<Vec<u32>>> = vec![
+        vec![vec![]],
+        vec![vec![5], vec![7], vec![], vec![vocab - 1]],
+        vec![vec![5, 9], vec![5, 11], vec![7, 9], vec![5, 9], vec![3, 3]],
+        vec![vec![5, 9, 1, 2], vec![5, 9, 1, 3], vec![5, 8, 1, 2]],
+    ];
+    let mut context = prompt();
+    for round in 0..2 {
+        for level in &levels {
+            let a = batched.next_logits(&context, level).unwrap();
+            let b = one_by_one.next_logits(&context, level).unwrap();
+            assert_eq!((a.len(), b.len()), (level.len(), level.len()));
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                let diff = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0.0f32, f32::max);
+                assert!(diff <= 1e-4, "round {round}, continuation {:?}: max |Δ| = {diff}", level[i]);
+            }
+        }
+        context.extend(tokenizer(&target_dir()).encode(" dog").unwrap());
+    }
+}

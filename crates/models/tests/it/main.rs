@@ -4,3 +4,4 @@ mod common;
 mod conformance;
 mod errors;
 mod generation;
+mod tree;
