@@ -63,13 +63,10 @@ impl KvCache {
         (k, v)
     }
 
-    /// A layer's cached keys and values followed by `k` and `v`, without storing them: the
-    /// speculative nodes of a token tree attend to the cache but must not enter it.
-    pub(crate) fn peek(&self, layer: usize, k: Tensor<3>, v: Tensor<3>) -> (Tensor<3>, Tensor<3>) {
-        match &self.layers[layer] {
-            Some((old_k, old_v)) => (Tensor::cat(vec![old_k.clone(), k], 1), Tensor::cat(vec![old_v.clone(), v], 1)),
-            None => (k, v),
-        }
+    /// A layer's cached keys and values, `[kv_heads, len, head_dim]` each, or `None` while the
+    /// cache is empty.
+    pub(crate) fn layer(&self, layer: usize) -> Option<&(Tensor<3>, Tensor<3>)> {
+        self.layers[layer].as_ref()
     }
 
     /// Records that a forward pass appended `new_positions` to every layer.

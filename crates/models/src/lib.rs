@@ -7,7 +7,8 @@
 //! - [`Checkpoint`]: `config.json` (validated into a [`LlamaConfig`]), safetensors weights (one
 //!   file or a sharded index; f32, f16 and bf16, computed in f32) and `tokenizer.json`.
 //! - [`Llama`]: the model; [`Llama::forward`] runs new tokens against a [`KvCache`];
-//!   [`Llama::forward_tree`] scores a whole tree of continuations in one pass (tree attention).
+//!   [`Llama::forward_tree`] and [`Llama::extend_tree`] score a whole tree of continuations in
+//!   one pass (tree attention), level by level with a [`TreeCache`].
 //! - [`Session`]: model + cache + the cached tokens; reuses the longest common prefix.
 //! - [`LlamaTarget`]: the [`anyspec_core::Target`] (scores the last γ + 1 positions, rolls back
 //!   by truncating the cache, verifies on the device with `anyspec-kernels`).
@@ -50,7 +51,7 @@ pub use checkpoint::Checkpoint;
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::DeviceChoice;
 pub use error::{Error, Result};
-pub use llama::{Llama, PrunedHead, TreeNode};
+pub use llama::{Llama, PrunedHead, TreeCache, TreeNode};
 pub use session::Session;
 pub use target::{LlamaTarget, Verification};
 pub use tokenizer::TextTokenizer;

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::rope::Rope;
 use crate::weights::{WeightFiles, transpose};
 
+mod tree;
+
+pub use tree::{TreeCache, TreeNode};
+
 /// A `Linear` layer stored as `[in, out]` so that `x.matmul(weight)` needs no transpose.
 #[derive(Clone, Debug)]
 struct Linear {
@@ -70,23 +74,10 @@ impl PrunedHead {
     }
 }
 
-/// One node of a token tree scored by [`Llama::forward_tree`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TreeNode {
-    /// The token at this node.
-    pub token: u32,
-    /// The index of the parent node in the same slice, which must come earlier; `None` for a
-    /// node that directly follows the cached sequence.
-    pub parent: Option<usize>,
-}
-
-/// How a pass uses the KV cache.
-enum CacheUse<'a> {
-    /// The new positions are appended (committed or verified tokens).
-    Append(&'a mut KvCache),
-    /// The new positions attend to the cache but are not stored (the nodes of a token tree).
-    Peek(&'a KvCache),
-}
+/// The attention block of one layer, as [`Llama::layers`] runs it: `(layer index, layer, normed
+/// input, cos, sin) → output`. Causal attention over the KV cache for ordinary passes, tree
+/// attention for token trees.
+type Attend<'a> = dyn FnMut(usize, &Layer, Tensor<2>, &Tensor<3>, &Tensor<3>) -> Tensor<2> + 'a;
 
 /// A loaded Llama-family model. Cheap to clone: tensors are reference-counted.
 #[derive(Clone, Debug)]
@@ -161,94 +152,7 @@ impl Llama {
         Ok(PrunedHead { ids: ids.to_vec(), weight: self.lm_head.clone().select(1, index) })
     }
 
-    /// The logits after the nodes `rows` of a token tree hung below the cached sequence,
-    /// `[rows.len(), vocab]` (`[rows.len(), head.len()]` with a pruned head), from one forward
-    /// pass over all of `nodes`. The cache is read, not changed.
-    ///
-    /// Node `i` sits at position `cache.len() + depth(i)` and attends to the whole cache, its
-    /// ancestors and itself (tree attention), so its row equals the last row of an ordinary
-    /// forward pass over the cache followed by the path from the root to node `i`. This is how a
-    /// drafter scores many continuations of one context at once: SLRS expands its tree of
-    /// drafter-token sequences one level per call.
-    pub fn forward_tree(
-        &self,
-        nodes: &[TreeNode],
-        rows: &[usize],
-        cache: &KvCache,
-        head: Option<&PrunedHead>,
-    ) -> Result<Tensor<2>> {
-        let c = &self.config;
-        if nodes.is_empty() {
-            return Err(Error::InvalidArgument("a token tree needs at least one node".into()));
-        }
-        if rows.is_empty() {
-            return Err(Error::InvalidArgument(
-                "asked for the logits of no token-tree node; ask for at least one".into(),
-            ));
-        }
-        if let Some(&row) = rows.iter().find(|&&r| r >= nodes.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "asked for the logits of token-tree node {row} of a tree of {} nodes",
-                nodes.len()
-            )));
-        }
-        self.check_cache(cache)?;
-        let mut depths = Vec::with_capacity(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            if node.token as usize >= c.vocab_size {
-                return Err(Error::TokenOutOfRange { token: node.token, vocab_size: c.vocab_size });
-            }
-            let depth = match node.parent {
-                None => 0,
-                Some(parent) if parent < i => depths[parent] + 1,
-                Some(parent) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "token-tree node {i} names node {parent} as its parent; a parent must come \
-                         before its children"
-                    )));
-                }
-            };
-            depths.push(depth);
-        }
-        let start = cache.len();
-        let deepest = depths.iter().max().copied().unwrap_or(0);
-        if start + deepest + 1 > c.max_position_embeddings {
-            return Err(Error::ContextFull { needed: start + deepest + 1, max: c.max_position_embeddings });
-        }
-
-        let len = nodes.len();
-        let total = start + len;
-        let window = c.sliding_window.unwrap_or(usize::MAX);
-        let mut mask = vec![f32::NEG_INFINITY; len * total];
-        for i in 0..len {
-            let query = start + depths[i];
-            let row = &mut mask[i * total..(i + 1) * total];
-            for (key, cell) in row.iter_mut().enumerate().take(start) {
-                if query - key < window {
-                    *cell = 0.0;
-                }
-            }
-            let mut ancestor = Some(i);
-            while let Some(j) = ancestor {
-                if depths[i] - depths[j] < window {
-                    row[start + j] = 0.0;
-                }
-                ancestor = nodes[j].parent;
-            }
-        }
-        let tokens: Vec<u32> = nodes.iter().map(|n| n.token).collect();
-        let positions: Vec<usize> = depths.iter().map(|d| start + d).collect();
-        let h = self.layers(&tokens, &positions, mask, CacheUse::Peek(cache));
-        let index: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.device);
-        let h = rms_norm(h.select(0, index), &self.norm, c.rms_norm_eps);
-        Ok(match head {
-            Some(head) => h.matmul(head.weight.clone()),
-            None => h.matmul(self.lm_head.clone()),
-        })
-    }
-
-    fn check_cache(&self, cache: &KvCache) -> Result<()> {
+    pub(crate) fn check_cache(&self, cache: &KvCache) -> Result<()> {
         if cache.num_layers() != self.config.num_layers {
             return Err(Error::InvalidArgument(format!(
                 "the KV cache was made for {} layers but the model has {}; make it with Llama::new_cache",
@@ -281,20 +185,23 @@ impl Llama {
             return Err(Error::ContextFull { needed: start + len, max: c.max_position_embeddings });
         }
         let positions: Vec<usize> = (start..start + len).collect();
-        let h = self.layers(tokens, &positions, self.mask(start, len), CacheUse::Append(cache));
+        let mask = self.mask(start, len);
+        let mask = Tensor::<4>::from_data(TensorData::new(mask, [1, 1, len, start + len]), &self.device);
+        let h = self.layers(tokens, &positions, &mut |index, layer, x, cos, sin| {
+            self.causal_attention(layer, index, x, cos, sin, &mask, cache)
+        });
         cache.advance(len);
 
         let last = h.narrow(0, len - logits_rows, logits_rows);
         Ok(rms_norm(last, &self.norm, c.rms_norm_eps))
     }
 
-    /// Embeds `tokens` at `positions` and runs every layer, attending under `mask`
-    /// (`[tokens.len(), cache.len() + tokens.len()]`, additive); returns the hidden states before
-    /// the final norm, `[tokens.len(), hidden]`. Inputs are validated by the callers.
-    fn layers(&self, tokens: &[u32], positions: &[usize], mask: Vec<f32>, mut cache: CacheUse<'_>) -> Tensor<2> {
+    /// Embeds `tokens` at `positions` and runs every layer, with `attend(layer index, layer,
+    /// normed input, cos, sin)` as the attention block; returns the hidden states before the
+    /// final norm, `[tokens.len(), hidden]`. Inputs are validated by the callers.
+    fn layers(&self, tokens: &[u32], positions: &[usize], attend: &mut Attend<'_>) -> Tensor<2> {
         let c = &self.config;
         let len = tokens.len();
-        let total = mask.len() / len;
         let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
         let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [len]), &self.device);
         let mut h = match &self.embeddings {
@@ -305,18 +212,9 @@ impl Llama {
         let (cos, sin) = self.rope.tables_at(positions.iter().copied());
         let cos = Tensor::<3>::from_data(TensorData::new(cos, [1, len, c.head_dim]), &self.device);
         let sin = Tensor::<3>::from_data(TensorData::new(sin, [1, len, c.head_dim]), &self.device);
-        let mask = Tensor::<4>::from_data(TensorData::new(mask, [1, 1, len, total]), &self.device);
 
         for (index, layer) in self.layers.iter().enumerate() {
-            let attn = self.attention(
-                layer,
-                index,
-                rms_norm(h.clone(), &layer.input_norm, c.rms_norm_eps),
-                &cos,
-                &sin,
-                &mask,
-                &mut cache,
-            );
+            let attn = attend(index, layer, rms_norm(h.clone(), &layer.input_norm, c.rms_norm_eps), &cos, &sin);
             h = h + attn;
             let x = rms_norm(h.clone(), &layer.post_attention_norm, c.rms_norm_eps);
             let mlp = layer.down_proj.forward(silu(layer.gate_proj.forward(x.clone())) * layer.up_proj.forward(x));
@@ -347,8 +245,22 @@ impl Llama {
         mask
     }
 
+    /// Queries `[heads, len, head_dim]` and keys and values `[kv_heads, len, head_dim]` of one
+    /// layer, rotated for the positions `cos`/`sin` were made for.
+    fn project(&self, layer: &Layer, x: Tensor<2>, cos: &Tensor<3>, sin: &Tensor<3>) -> [Tensor<3>; 3] {
+        let c = &self.config;
+        let len = x.dims()[0];
+        let split = |t: Tensor<2>, n: usize| t.reshape([len, n, c.head_dim]).swap_dims(0, 1);
+        let q = rotate(split(layer.q_proj.forward(x.clone()), c.num_heads), cos, sin);
+        let k = rotate(split(layer.k_proj.forward(x.clone()), c.num_kv_heads), cos, sin);
+        let v = split(layer.v_proj.forward(x), c.num_kv_heads);
+        [q, k, v]
+    }
+
+    /// Causal attention of new positions over the cache and themselves; appends their keys and
+    /// values to the cache.
     #[allow(clippy::too_many_arguments)]
-    fn attention(
+    fn causal_attention(
         &self,
         layer: &Layer,
         index: usize,
@@ -356,20 +268,14 @@ impl Llama {
         cos: &Tensor<3>,
         sin: &Tensor<3>,
         mask: &Tensor<4>,
-        cache: &mut CacheUse<'_>,
+        cache: &mut KvCache,
     ) -> Tensor<2> {
         let c = &self.config;
         let len = x.dims()[0];
         let (heads, kv_heads, head_dim) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let group = heads / kv_heads;
-        let split = |t: Tensor<2>, n: usize| t.reshape([len, n, head_dim]).swap_dims(0, 1);
-        let q = rotate(split(layer.q_proj.forward(x.clone()), heads), cos, sin);
-        let k = rotate(split(layer.k_proj.forward(x.clone()), kv_heads), cos, sin);
-        let v = split(layer.v_proj.forward(x), kv_heads);
-        let (k, v) = match cache {
-            CacheUse::Append(cache) => cache.append(index, k, v),
-            CacheUse::Peek(cache) => cache.peek(index, k, v),
-        };
+        let [q, k, v] = self.project(layer, x, cos, sin);
+        let (k, v) = cache.append(index, k, v);
         let total = k.dims()[1];
 
         // Grouped-query attention without copying keys: the `group` query heads that share a

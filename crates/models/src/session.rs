@@ -5,7 +5,9 @@ use burn::Tensor;
 
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
-use crate::llama::{Llama, PrunedHead, TreeNode};
+use std::collections::HashMap;
+
+use crate::llama::{Llama, PrunedHead, TreeCache, TreeNode};
 
 /// A model plus the state of one sequence.
 #[derive(Clone, Debug)]
@@ -14,13 +16,20 @@ pub struct Session {
     cache: KvCache,
     /// The tokens whose keys and values are in `cache` (same length).
     tokens: Vec<u32>,
+    /// The token tree run below `tree_below` (a copy of `tokens` when it was grown), and its
+    /// nodes by (parent, token), so that a tree asked for again, grown, or renumbered reuses
+    /// the nodes already run.
+    tree: TreeCache,
+    tree_below: Vec<u32>,
+    tree_index: HashMap<(Option<usize>, u32), usize>,
 }
 
 impl Session {
     /// A session with an empty cache.
     pub fn new(model: Llama) -> Self {
         let cache = model.new_cache();
-        Session { model, cache, tokens: Vec::new() }
+        let tree = model.new_tree_cache();
+        Session { model, cache, tokens: Vec::new(), tree, tree_below: Vec::new(), tree_index: HashMap::new() }
     }
 
     /// The model.
@@ -66,6 +75,9 @@ impl Session {
     ///
     /// The cache is first brought to hold exactly `prefix` (reusing what it shares with the last
     /// call, running the rest as one ordinary pass); the tree's own positions never enter it.
+    /// While the prefix stays the same, the session keeps the tree's nodes: nodes with the same
+    /// path as one run before (in any numbering) are not run again, so a tree grown level by
+    /// level costs one pass over its new nodes per call.
     pub fn tree_logits_on_host(
         &mut self,
         prefix: &[u32],
@@ -79,8 +91,55 @@ impl Session {
             self.model.forward(&prefix[common..], &mut self.cache, 1)?;
             self.tokens.extend_from_slice(&prefix[common..]);
         }
-        let logits = self.model.forward_tree(nodes, rows, &self.cache, head)?;
+        if self.tree_below != self.tokens {
+            self.clear_tree();
+            self.tree_below.clone_from(&self.tokens);
+        }
+        // Number the request's nodes as the session's tree does; the unseen ones are new.
+        let mut ids = Vec::with_capacity(nodes.len());
+        let mut new = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let parent = match node.parent {
+                None => None,
+                Some(p) if p < i => Some(ids[p]),
+                Some(p) => {
+                    // Nodes numbered so far were indexed but not run: forget the tree.
+                    self.clear_tree();
+                    return Err(Error::InvalidArgument(format!(
+                        "token-tree node {i} names node {p} as its parent; a parent must come before its children"
+                    )));
+                }
+            };
+            let next = self.tree.len() + new.len();
+            let id = *self.tree_index.entry((parent, node.token)).or_insert_with(|| {
+                new.push(TreeNode { token: node.token, parent });
+                next
+            });
+            ids.push(id);
+        }
+        if let Err(e) = self.model.extend_tree(&new, &self.cache, &mut self.tree) {
+            self.clear_tree();
+            return Err(e);
+        }
+        let rows = rows
+            .iter()
+            .map(|&r| {
+                ids.get(r).copied().ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "asked for the logits of token-tree node {r} of a tree of {} nodes",
+                        nodes.len()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let logits = self.model.tree_logits(&self.tree, &rows, head)?;
         Ok(anyspec_kernels::readback::read_rows(logits)?)
+    }
+
+    fn clear_tree(&mut self) {
+        self.tree.clear();
+        self.tree_index.clear();
+        self.tree_below.clear();
     }
 
     /// Checks the request and truncates the cache to what `sequence` shares with it; returns

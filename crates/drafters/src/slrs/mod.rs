@@ -41,7 +41,8 @@
 //! ψ is needed for every target token (the residual needs all of it after a rejection), so each
 //! drafted token expands the whole tree of drafter-token sequences spelling live prefixes of
 //! target surfaces, breadth first, one batched drafter call per depth level
-//! ([`TokenTreeModel`]). The walk samples its path from the same rows. The number of scored
+//! ([`TokenTreeModel`]; for a burn drafter, [`TextTreeModel`] makes it one tree-attention pass
+//! over the level's new nodes). The walk samples its path from the same rows. The number of scored
 //! positions is known before generation from the two vocabularies ([`ExpansionPlan`]): about the
 //! number of trie nodes for a character-level drafter, and up to `2^(L−1)` per prefix of `L` bytes
 //! when the drafter has every substring as a token. [`SlrsConfig::budget`] caps it, and

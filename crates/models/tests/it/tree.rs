@@ -143,3 +143,56 @@ fn malformed_trees_are_clear_errors() {
         Err(Error::ContextFull { needed: 200, max: 128 })
     ));
 }
+
+#[test]
+fn a_tree_grown_level_by_level_matches_one_pass_over_the_whole_tree() {
+    for name in FIXTURES {
+        let model = load(name);
+        let prefix = &reference(name).input_ids[..7];
+        let nodes = random_tree(24, 5, model.config().vocab_size, &mut StdRng::seed_from_u64(11));
+        let mut cache = model.new_cache();
+        model.forward(prefix, &mut cache, 1).unwrap();
+        // The nodes in three uneven batches, parents always in an earlier or the same batch.
+        let mut tree = model.new_tree_cache();
+        for range in [0..1, 1..9, 9..24] {
+            model.extend_tree(&nodes[range], &cache, &mut tree).unwrap();
+        }
+        assert_eq!(tree.len(), nodes.len());
+        let all: Vec<usize> = (0..nodes.len()).collect();
+        let grown = read_rows(model.tree_logits(&tree, &all, None).unwrap()).unwrap();
+        let diff = max_abs_diff(&grown, &one_by_one(&model, prefix, &nodes));
+        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        // A tree grown below another cache length is refused, not silently misread.
+        model.forward(&[1], &mut cache, 1).unwrap();
+        let err = model.extend_tree(&[TreeNode { token: 1, parent: Some(0) }], &cache, &mut tree).unwrap_err();
+        assert!(err.to_string().contains("clear the tree"), "{err}");
+    }
+}
+
+#[test]
+fn a_session_reuses_nodes_across_renumbered_requests_and_forgets_them_when_the_prefix_changes() {
+    let model = load("mistral-window-f16");
+    let ids = reference("mistral-window-f16").input_ids;
+    let node = |token, parent| TreeNode { token, parent };
+    let mut session = Session::new(model.clone());
+    // Level 1, then level 2 numbered differently (children listed before a second root).
+    let level1 = [node(5, None), node(9, None)];
+    let level2 = [node(9, None), node(5, None), node(3, Some(1)), node(4, Some(0)), node(8, Some(1))];
+    let prefix = &ids[..6];
+    let a = session.tree_logits_on_host(prefix, &level1, &[0, 1], None).unwrap();
+    let b = session.tree_logits_on_host(prefix, &level2, &[1, 0, 2, 3, 4], None).unwrap();
+    let expected = one_by_one(&model, prefix, &level2);
+    let want = |rows: &[usize]| rows.iter().map(|&r| expected[r].clone()).collect::<Vec<_>>();
+    assert!(max_abs_diff(&a, &want(&[1, 0])) <= TOLERANCE);
+    assert!(max_abs_diff(&b, &want(&[1, 0, 2, 3, 4])) <= TOLERANCE);
+    // Another prefix: the same node numbers now mean other paths.
+    let other = &ids[..8];
+    let c = session.tree_logits_on_host(other, &level2, &[2, 4], None).unwrap();
+    let expected = one_by_one(&model, other, &level2);
+    assert!(max_abs_diff(&c, &[expected[2].clone(), expected[4].clone()]) <= TOLERANCE);
+    assert_eq!(session.cached_tokens(), other);
+    // A malformed request is an error and leaves the session usable.
+    assert!(session.tree_logits_on_host(other, &[node(1, Some(3))], &[0], None).is_err());
+    let d = session.tree_logits_on_host(other, &level2, &[4], None).unwrap();
+    assert!(max_abs_diff(&d, &[expected[4].clone()]) <= TOLERANCE);
+}
