@@ -170,7 +170,7 @@ impl Model {
             }
             row_offsets.push(columns.len());
         }
-        let scores = SparseScores { size: n, row_offsets, columns, values };
+        let scores = SparseScores::from_csr(n, row_offsets, columns, values)?;
         Ok(AffinityMatrix::from_scores(&scores, tau)?)
     }
 }

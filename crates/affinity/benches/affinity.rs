@@ -90,7 +90,7 @@ fn synthetic_scores(n: usize, rng: &mut StdRng) -> SparseScores {
         columns.extend(cols);
         row_offsets.push(columns.len());
     }
-    SparseScores { size: n, row_offsets, columns, values }
+    SparseScores::from_csr(n, row_offsets, columns, values).expect("well-formed synthetic scores")
 }
 
 fn bench_projections(c: &mut Criterion) {

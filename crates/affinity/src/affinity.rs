@@ -76,7 +76,7 @@ pub struct Affinity {
     info: AffinityInfo,
 }
 
-const MEMORY: &str = "<memory>";
+pub(crate) const MEMORY: &str = "<memory>";
 
 impl Affinity {
     /// Makes the matrix from scores: `M = softmax_τ` of each row's stored scores
@@ -87,11 +87,11 @@ impl Affinity {
     /// rows, or a bad `τ`.
     pub fn from_scores(scores: SparseScores, info: AffinityInfo) -> Result<Affinity> {
         let invalid = |source| Error::InvalidMatrix { path: PathBuf::from(MEMORY), source };
-        if scores.size != info.vocab_size {
+        if scores.size() != info.vocab_size {
             return Err(invalid(anyspec_core::Error::LengthMismatch {
                 what: "score matrix (vocabulary size)",
                 expected: info.vocab_size,
-                got: scores.size,
+                got: scores.size(),
             }));
         }
         let matrix = AffinityMatrix::from_scores(&scores, info.tau).map_err(invalid)?;
@@ -146,21 +146,22 @@ impl Affinity {
                 format!("{} entries for {n} target tokens", in_drafter.len()),
             ));
         }
-        let s = &self.scores;
+        let (offsets, all_columns, all_values) = self.scores.csr();
         let (mut row_offsets, mut columns, mut values) = (vec![0usize], Vec::new(), Vec::new());
         for row in 0..n {
-            let range = s.row_offsets[row]..s.row_offsets[row + 1];
+            let range = offsets[row]..offsets[row + 1];
             if in_drafter[row] {
                 let kept: Vec<usize> =
-                    range.filter(|&k| s.columns[k] as usize == row || !in_drafter[s.columns[k] as usize]).collect();
+                    range.filter(|&k| all_columns[k] as usize == row || !in_drafter[all_columns[k] as usize]).collect();
                 if kept.len() > 1 {
-                    columns.extend(kept.iter().map(|&k| s.columns[k]));
-                    values.extend(kept.iter().map(|&k| s.values[k]));
+                    columns.extend(kept.iter().map(|&k| all_columns[k]));
+                    values.extend(kept.iter().map(|&k| all_values[k]));
                 }
             }
             row_offsets.push(columns.len());
         }
-        let scores = SparseScores { size: n, row_offsets, columns, values };
+        let invalid = |source| Error::InvalidMatrix { path: PathBuf::from(MEMORY), source };
+        let scores = SparseScores::from_csr(n, row_offsets, columns, values).map_err(invalid)?;
         Affinity::from_scores(scores, self.info.clone())
     }
 
@@ -180,7 +181,7 @@ impl Affinity {
         let offsets: Vec<u8> = offsets.iter().flat_map(|&o| (o as u64).to_le_bytes()).collect();
         let columns: Vec<u8> = columns.iter().flat_map(|c| c.to_le_bytes()).collect();
         let values: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let scores: Vec<u8> = self.scores.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let scores: Vec<u8> = self.scores.csr().2.iter().flat_map(|v| v.to_le_bytes()).collect();
         let nnz = self.matrix.nnz();
         let n = self.info.vocab_size;
         let tensors: Vec<(&str, Dtype, usize, &[u8])> = vec![
@@ -306,10 +307,11 @@ impl Affinity {
         }
         let matrix = AffinityMatrix::from_csr(info.vocab_size, row_offsets.clone(), columns.clone(), values)
             .map_err(|source| Error::InvalidMatrix { path: path.to_path_buf(), source })?;
-        let scores = SparseScores { size: info.vocab_size, row_offsets, columns, values: scores };
-        if let Some(i) = scores.values.iter().position(|v| !v.is_finite()) {
-            return Err(corrupt(format!("score {i} is {}", scores.values[i])));
+        if let Some(i) = scores.iter().position(|v| !v.is_finite()) {
+            return Err(corrupt(format!("score {i} is {}", scores[i])));
         }
+        let scores = SparseScores::from_csr(info.vocab_size, row_offsets, columns, scores)
+            .map_err(|source| Error::InvalidMatrix { path: path.to_path_buf(), source })?;
         Ok(Affinity { matrix, scores, info })
     }
 }

@@ -23,7 +23,7 @@
 
 use anyspec_vocab_map::Fingerprint;
 
-use crate::affinity::{Affinity, AffinityInfo};
+use crate::affinity::{Affinity, AffinityInfo, MEMORY};
 use crate::cooccurrence::CooccurrenceCounts;
 use crate::error::{Error, Result};
 
@@ -154,7 +154,8 @@ pub fn build_affinity(
         }
         row_offsets.push(columns.len());
     }
-    let scores = anyspec_core::projection::SparseScores { size: n, row_offsets, columns, values };
+    let scores = anyspec_core::projection::SparseScores::from_csr(n, row_offsets, columns, values)
+        .map_err(|source| Error::InvalidMatrix { path: std::path::PathBuf::from(MEMORY), source })?;
     let info = AffinityInfo {
         target_fingerprint: target,
         vocab_size: n,

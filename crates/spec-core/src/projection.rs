@@ -248,19 +248,53 @@ impl AffinityMatrix {
 
 /// Raw (not yet normalized) affinity scores `a_ij` in CSR form, for example pointwise mutual
 /// information of co-occurring target tokens.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Validated once, by [`SparseScores::from_csr`]: the fields are private so that a value in hand
+/// is always well formed, and the per-draft projections ([`rdk_taylor`]) need not re-check
+/// millions of entries on every call.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SparseScores {
     /// Number of target tokens `N`.
-    pub size: usize,
+    size: usize,
     /// `N + 1` offsets into `columns` / `values`.
-    pub row_offsets: Vec<usize>,
+    row_offsets: Vec<usize>,
     /// Column ids, each `< N`.
-    pub columns: Vec<u32>,
+    columns: Vec<u32>,
     /// Finite scores.
-    pub values: Vec<f32>,
+    values: Vec<f32>,
+    /// `Σ_k a_ik` of each row, for [`rdk_taylor`]'s mean term.
+    row_sums: Vec<f64>,
 }
 
 impl SparseScores {
+    /// Scores over `size` target tokens from CSR arrays: `size + 1` non-decreasing row offsets
+    /// ending at the number of entries, column ids below `size`, finite values.
+    pub fn from_csr(size: usize, row_offsets: Vec<usize>, columns: Vec<u32>, values: Vec<f32>) -> Result<Self> {
+        let mut scores = SparseScores { size, row_offsets, columns, values, row_sums: Vec::new() };
+        scores.validate()?;
+        scores.row_sums = scores
+            .row_offsets
+            .windows(2)
+            .map(|w| scores.values[w[0]..w[1]].iter().map(|&v| f64::from(v)).sum())
+            .collect();
+        Ok(scores)
+    }
+
+    /// Number of target tokens `N`.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The CSR arrays: row offsets, column ids, values.
+    pub fn csr(&self) -> (&[usize], &[u32], &[f32]) {
+        (&self.row_offsets, &self.columns, &self.values)
+    }
+
     fn validate(&self) -> Result<()> {
         if self.row_offsets.len() != self.size + 1 || self.row_offsets.last() != Some(&self.columns.len()) {
             return Err(Error::LengthMismatch {
@@ -278,6 +312,14 @@ impl SparseScores {
         }
         if let Some(&c) = self.columns.iter().find(|&&c| c as usize >= self.size) {
             return Err(Error::TokenOutOfRange { token: c, vocab_size: self.size });
+        }
+        if let Some(row) = self.row_offsets.windows(2).position(|w| w[0] > w[1]) {
+            let (start, end) = (self.row_offsets[row], self.row_offsets[row + 1]);
+            return Err(Error::invalid(
+                "score row offsets",
+                "non-decreasing",
+                format!("row {row} spans {start}..{end}"),
+            ));
         }
         if let Some((i, &v)) = self.values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::InvalidProbability { what: "affinity scores", index: i, value: v });
@@ -339,10 +381,8 @@ pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<
             continue;
         }
         let q = f64::from(q);
-        let range = scores.row_offsets[i]..scores.row_offsets[i + 1];
-        let row_sum: f64 = scores.values[range.clone()].iter().map(|&v| f64::from(v)).sum();
-        mean_term += q * row_sum / nf;
-        for k in range {
+        mean_term += q * scores.row_sums[i] / nf;
+        for k in scores.row_offsets[i]..scores.row_offsets[i + 1] {
             shifted[scores.columns[k] as usize] += q * f64::from(scores.values[k]);
         }
     }
@@ -375,7 +415,6 @@ pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> R
 
 /// Validates the inputs of the softmax-kernel forms and returns `N`.
 fn check_kernel_inputs(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<usize> {
-    scores.validate()?;
     check_tau(tau)?;
     if tli_probs.len() != scores.size {
         return Err(Error::LengthMismatch {
@@ -437,5 +476,19 @@ mod tests {
         let p = rdk_exact(&[0.8, 0.2, 0.0, 0.0], &m).unwrap();
         assert_eq!(p, vec![0.4, 0.2, 0.0, 0.4]);
         assert!(AffinityMatrix::from_csr(2, vec![0, 1, 1], vec![1], vec![0.7]).is_err(), "row 0 sums to 0.7");
+    }
+
+    #[test]
+    fn malformed_scores_are_refused_when_built() {
+        let ok = SparseScores::from_csr(3, vec![0, 2, 2, 3], vec![0, 2, 1], vec![1.0, -0.5, 2.0]).unwrap();
+        assert_eq!((ok.size(), ok.nnz()), (3, 3));
+        let bad = |offsets: Vec<usize>, columns: Vec<u32>, values: Vec<f32>| {
+            SparseScores::from_csr(3, offsets, columns, values).unwrap_err().to_string()
+        };
+        assert!(bad(vec![0, 2, 3], vec![0, 1, 2], vec![1.0; 3]).contains("N + 1"));
+        assert!(bad(vec![0, 2, 1, 3], vec![0, 1, 2], vec![1.0; 3]).contains("row 1 spans 2..1"));
+        assert!(bad(vec![0, 1, 1, 1], vec![3], vec![1.0]).contains('3'));
+        assert!(bad(vec![0, 1, 1, 1], vec![0], vec![f32::NAN]).contains("NaN"));
+        assert!(bad(vec![0, 1, 1, 2], vec![0, 1], vec![1.0]).contains("score values"));
     }
 }

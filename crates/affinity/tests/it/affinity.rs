@@ -141,7 +141,7 @@ fn non_stochastic_rows_are_refused() {
     for o in offsets.iter_mut().skip(1) {
         *o = 2;
     }
-    let scores = SparseScores { size: n, row_offsets: offsets, columns: vec![0, 1], values: vec![1.0, 0.0] };
+    let scores = SparseScores::from_csr(n, offsets, vec![0, 1], vec![1.0, 0.0]).unwrap();
     let info = build(&vocab, 1).info().clone();
     let good = Affinity::from_scores(scores, info).unwrap();
     let dir = temp_dir("stochastic");

@@ -269,7 +269,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
                     id: columns[k],
                     token: name(columns[k]),
                     weight: values[k],
-                    score: affinity.scores().values[k],
+                    score: affinity.scores().csr().2[k],
                 })
                 .collect();
             entries.sort_by(|a, b| b.weight.total_cmp(&a.weight));

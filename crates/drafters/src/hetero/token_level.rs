@@ -56,7 +56,7 @@ impl RdkForm {
     fn size(&self) -> usize {
         match self {
             RdkForm::Exact(m) => m.size(),
-            RdkForm::Taylor { scores, .. } => scores.size,
+            RdkForm::Taylor { scores, .. } => scores.size(),
         }
     }
 

@@ -182,12 +182,13 @@ fn rdk_exact_and_taylor_are_lossless() {
     assert_lossless("rdk exact", &mut exact, SamplingConfig::new(1.0, None, 1.0).unwrap());
     let matrix = affinity();
     let (offsets, columns, values) = matrix.csr();
-    let scores = anyspec_core::projection::SparseScores {
-        size: 320,
-        row_offsets: offsets.to_vec(),
-        columns: columns.to_vec(),
-        values: values.iter().map(|v| v * 0.5).collect(),
-    };
+    let scores = anyspec_core::projection::SparseScores::from_csr(
+        320,
+        offsets.to_vec(),
+        columns.to_vec(),
+        values.iter().map(|v| v * 0.5).collect(),
+    )
+    .unwrap();
     let mut taylor = token_level_mock(Bridge::Rdk(RdkForm::Taylor { scores, tau: 1.0 }));
     let (test, _) = mock_test(&mut taylor, SamplingConfig::new(1.0, None, 1.0).unwrap(), 12);
     assert!(test.p_value > PASS_P_VALUE, "rdk taylor: {test:?}");

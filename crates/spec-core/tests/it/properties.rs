@@ -131,7 +131,7 @@ fn csr(n: usize, entries: &[(usize, u32, f32)], scale: f32) -> SparseScores {
         }
         row_offsets.push(columns.len());
     }
-    SparseScores { size: n, row_offsets, columns, values }
+    SparseScores::from_csr(n, row_offsets, columns, values).unwrap()
 }
 
 #[test]
