@@ -53,5 +53,5 @@ mod verify;
 pub use acceptance::acceptance_fused;
 pub use acceptance::{AcceptanceInputs, acceptance, acceptance_reference, read_acceptance};
 pub use error::{Error, Result};
-pub use probs::{device_probs, supports};
+pub use probs::{device_probs, is_host_device, supports};
 pub use verify::{Uniforms, verdict_from_rows, verify_on_device};

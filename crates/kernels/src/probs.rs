@@ -25,6 +25,14 @@ pub fn device_probs(logits: Tensor<2>, sampling: &SamplingConfig) -> Result<Tens
     Ok(softmax(logits.div_scalar(sampling.temperature), 1))
 }
 
+/// Whether `device` is the host itself (burn's flex CPU backend). There the γ + 1 logit rows
+/// cost nothing to move, and the host rule of `anyspec-core` (one pass over the rows) is cheaper
+/// than the same step as a dozen tensor operations: device verification pays off only across a
+/// bus.
+pub fn is_host_device(device: &burn::tensor::Device) -> bool {
+    matches!(device.as_dispatch(), burn::backend::DispatchDevice::Flex(_))
+}
+
 /// Whether [`device_probs`] supports `sampling` for a vocabulary of `vocab` tokens.
 pub fn supports(sampling: &SamplingConfig, vocab: usize) -> bool {
     sampling.is_greedy()

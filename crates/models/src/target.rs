@@ -4,7 +4,7 @@ use anyspec_core::engine::Target;
 use anyspec_core::verify::verify_logits;
 use anyspec_core::{DeterministicRule, Draft, DraftOrigin, SamplingConfig, Verdict};
 use anyspec_kernels::readback::read_rows;
-use anyspec_kernels::{Uniforms, device_probs, supports, verify_on_device};
+use anyspec_kernels::{Uniforms, device_probs, is_host_device, supports, verify_on_device};
 use burn::tensor::{Tensor, TensorData};
 use rand::RngCore;
 
@@ -15,13 +15,43 @@ use crate::session::Session;
 /// Where a draft is verified.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Verification {
+    /// [`Verification::Device`] on an accelerator, [`Verification::Host`] when the model runs on
+    /// the CPU (flex), where the logits already sit in host memory and the host rule is the
+    /// cheaper of the two (`anyspec_kernels::is_host_device`).
+    #[default]
+    Auto,
     /// On the model's device with `anyspec-kernels` (O(γ) numbers to the host) whenever the
     /// sampling transform allows it (temperature / greedy, no top-k or top-p truncation) and
     /// the rule is the point-mass one; on the host otherwise.
-    #[default]
     Device,
     /// Always read γ + 1 logit rows back and apply the `anyspec-core` rule on the host.
     Host,
+}
+
+impl Verification {
+    /// The names `--verify` accepts: auto, device, host.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verification::Auto => "auto",
+            Verification::Device => "device",
+            Verification::Host => "host",
+        }
+    }
+}
+
+impl std::str::FromStr for Verification {
+    type Err = crate::error::Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Verification::Auto),
+            "device" => Ok(Verification::Device),
+            "host" => Ok(Verification::Host),
+            _ => Err(crate::error::Error::InvalidArgument(format!(
+                "unknown verification place {name:?}; use auto, device or host"
+            ))),
+        }
+    }
 }
 
 /// A Llama-family model that scores drafts: `score` runs the new positions of a sequence in one
@@ -127,7 +157,12 @@ impl Target for LlamaTarget {
         rule: DeterministicRule,
         rng: &mut dyn RngCore,
     ) -> anyspec_core::Result<Verdict> {
-        let on_device = self.verification == Verification::Device
+        let device_wanted = match self.verification {
+            Verification::Auto => !is_host_device(self.model().device()),
+            Verification::Device => true,
+            Verification::Host => false,
+        };
+        let on_device = device_wanted
             && supports(sampling, self.vocab_size())
             && rule == DeterministicRule::PointMass
             && matches!(draft.origin, DraftOrigin::Deterministic | DraftOrigin::Sampled { outside_target: None, .. });
@@ -136,5 +171,24 @@ impl Target for LlamaTarget {
         }
         let logits = self.score_rows(sequence, draft.len())?;
         verify_logits(&logits, draft, sampling, rule, rng)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verification_names_round_trip_and_unknown_names_are_errors() {
+        for v in [Verification::Auto, Verification::Device, Verification::Host] {
+            assert_eq!(v.name().parse::<Verification>().unwrap(), v);
+        }
+        let err = "gpu".parse::<Verification>().unwrap_err().to_string();
+        assert!(err.contains("\"gpu\"") && err.contains("auto, device or host"), "{err}");
+    }
+
+    #[test]
+    fn the_cpu_backend_counts_as_the_host() {
+        assert!(is_host_device(&burn::tensor::Device::flex()));
     }
 }

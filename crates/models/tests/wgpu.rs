@@ -17,7 +17,7 @@ use anyspec_core::engine::Target;
 use anyspec_core::sampling::argmax;
 use anyspec_core::{DeterministicRule, Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_kernels::readback::read_rows;
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, Session, TreeNode};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, Session, TreeNode, Verification};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
@@ -52,6 +52,12 @@ fn full_forward_logits_agree_between_cpu_and_wgpu() {
         let diff = max_abs_diff(&gpu, &reference.logits);
         assert!(diff <= TOLERANCE, "{name}: wgpu vs transformers max |Δ| = {diff}");
     }
+}
+
+#[test]
+fn auto_verification_treats_wgpu_as_a_device_and_the_cpu_as_the_host() {
+    assert!(!anyspec_kernels::is_host_device(&DeviceChoice::Wgpu.device().unwrap()));
+    assert!(anyspec_kernels::is_host_device(&DeviceChoice::Cpu.device().unwrap()));
 }
 
 #[test]
@@ -116,7 +122,7 @@ fn device_verification_verdicts_agree_between_cpu_and_wgpu() {
     let reference = reference(name);
     let ids = &reference.input_ids[..10];
     let vocab = load_on(name, DeviceChoice::Cpu).config().vocab_size;
-    let mut targets = both(name).map(LlamaTarget::new);
+    let mut targets = both(name).map(|model| LlamaTarget::new(model).with_verification(Verification::Device));
     let mut draft_rng = StdRng::seed_from_u64(99);
     let mut checked = [0usize; 2];
     for step in 0..24 {
@@ -183,7 +189,7 @@ impl Drafter for CorruptedGreedyDrafter {
                 self.session.logits_on_host(&sequence, 1).map_err(|e| anyspec_core::Error::Drafter(Box::new(e)))?;
             let mut token = argmax(&rows[0]);
             self.proposed += 1;
-            if self.proposed % 5 == 0 {
+            if self.proposed.is_multiple_of(5) {
                 token = (token + 1) % vocab;
             }
             tokens.push(token);

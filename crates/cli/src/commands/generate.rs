@@ -14,7 +14,7 @@ use anyspec_drafters::hetero::ContextMapping;
 use anyspec_drafters::hetero::auto::{AutoChoice, PairFacts, choose};
 use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig};
 use anyspec_drafters::{Algo, ModelDrafter, RdkForm};
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer, Verification};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -98,6 +98,11 @@ pub(crate) struct Args {
     /// Where the models run: cpu, wgpu or cuda (the last two need the cargo feature of that name).
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: DeviceChoice,
+    /// Where drafts are verified: `device` computes the acceptance step where the logits are
+    /// (O(γ) numbers back to the host), `host` reads the γ + 1 logit rows back and applies the
+    /// rule there, `auto` picks device on a GPU and host on the CPU, where nothing has to move.
+    #[arg(long, default_value = "auto", value_parser = parse_verification)]
+    verify: Verification,
     /// Keep generating past the end-of-sequence token (for benchmarks).
     #[arg(long)]
     ignore_eos: bool,
@@ -110,6 +115,10 @@ fn parse_device(name: &str) -> Result<DeviceChoice, String> {
     let choice: DeviceChoice = name.parse().map_err(|e: anyspec_models::Error| e.to_string())?;
     choice.device().map_err(|e| e.to_string())?;
     Ok(choice)
+}
+
+fn parse_verification(name: &str) -> Result<Verification, String> {
+    name.parse().map_err(|e: anyspec_models::Error| e.to_string())
 }
 
 /// What `--json` prints; field names are stable.
@@ -162,7 +171,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             args.target.join("config.json").display()
         );
     }
-    let mut target = LlamaTarget::new(target_checkpoint.load_model(&device)?);
+    let mut target = LlamaTarget::new(target_checkpoint.load_model(&device)?).with_verification(args.verify);
     let mut choice = None;
     let mut drafter: Option<Box<dyn Drafter>> = match &args.drafter {
         None => None,

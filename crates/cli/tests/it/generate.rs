@@ -54,6 +54,21 @@ fn greedy_speculative_decoding_equals_autoregressive_token_for_token() {
 }
 
 #[test]
+fn every_verification_place_gives_the_same_greedy_tokens() {
+    let drafter = fixture("qwen2-tied-bf16");
+    let drafter = drafter.to_str().unwrap();
+    let runs: Vec<serde_json::Value> = ["auto", "device", "host"]
+        .iter()
+        .map(|place| generate_json(&["--max-tokens", "24", "--ignore-eos", "--drafter", drafter, "--verify", place]))
+        .collect();
+    assert!(runs.iter().all(|r| r["tokens"] == runs[0]["tokens"]), "{runs:?}");
+    let target = fixture("llama3-gqa");
+    let err =
+        stderr_of_failure(&["generate", "--target", target.to_str().unwrap(), "--prompt", "x", "--verify", "gpu"]);
+    assert!(err.contains("auto, device or host"), "{err}");
+}
+
+#[test]
 fn sampling_is_reproducible_with_a_seed() {
     let a = generate_json(&["--temperature", "1.0", "--seed", "9", "--max-tokens", "20", "--ignore-eos"]);
     let b = generate_json(&["--temperature", "1.0", "--seed", "9", "--max-tokens", "20", "--ignore-eos"]);

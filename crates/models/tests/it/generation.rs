@@ -15,7 +15,7 @@ use crate::common::{FIXTURES, load, reference};
 fn greedy_generation_equals_transformers_generate() {
     for name in FIXTURES {
         let reference = reference(name);
-        for verification in [Verification::Device, Verification::Host] {
+        for verification in [Verification::Auto, Verification::Device, Verification::Host] {
             let mut target = LlamaTarget::new(load(name)).with_verification(verification);
             let config = GenerationConfig {
                 max_new_tokens: reference.greedy.len(),
