@@ -55,6 +55,10 @@ pub(crate) struct Args {
     /// Most tokens drafted per verification step (γ).
     #[arg(long, default_value_t = 5)]
     gamma: usize,
+    /// Only these methods, comma-separated: same, dict, hybrid, union, tli, rdk, slem, slrs
+    /// (autoregressive decoding always runs: it is the reference). Default: all.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    methods: Option<Vec<String>>,
     /// Sampling temperature (0 = greedy, where every method must reproduce the autoregressive
     /// output exactly).
     #[arg(long, default_value_t = 0.0)]
@@ -81,6 +85,8 @@ type MaybeDrafter = Option<Box<dyn Drafter>>;
 
 /// A row of the table: how to build the method's drafter for one prompt (`None` = autoregressive).
 struct Method {
+    /// What `--methods` calls it.
+    key: &'static str,
     name: &'static str,
     /// One line for the legend under the table.
     about: &'static str,
@@ -90,18 +96,21 @@ struct Method {
 /// Every method the demo compares, autoregressive first (the reference of `speedup` and
 /// `matches_ar`).
 const METHODS: &[Method] = &[
-    Method { name: "autoregressive", about: "one target forward pass per token", build: |_| Ok(None) },
+    Method { key: "ar", name: "autoregressive", about: "one target forward pass per token", build: |_| Ok(None) },
     Method {
+        key: "same",
         name: "model, same tokenizer",
         about: "drafter-same, a smaller model sharing the target's byte-level BPE",
         build: |a| Ok(Some(Box::new(ModelDrafter::new(a.model("drafter-same")?.clone(), a.target_vocab)))),
     },
     Method {
+        key: "dict",
         name: "dictionary",
         about: "DictSpec n-gram dictionary built from assets/demo/corpus.txt.gz",
         build: |a| Ok(Some(Box::new(DictionaryDrafter::new(a.dictionary.clone())))),
     },
     Method {
+        key: "hybrid",
         name: "hybrid (dictionary + prompt lookup)",
         about: "dictionary first, prompt lookup (n = 3..1) when it has nothing",
         build: |a| {
@@ -111,26 +120,31 @@ const METHODS: &[Method] = &[
         },
     },
     Method {
+        key: "union",
         name: "union → drafter-sp",
         about: "drafter-sp (SentencePiece-style, 2k) over the union of vocabularies; drafts outside the target's are rejected",
         build: |a| a.hetero("drafter-sp", Algo::Union),
     },
     Method {
+        key: "tli",
         name: "TLI → drafter-sp",
         about: "drafter-sp restricted to the shared tokens, its LM head pruned to them",
         build: |a| a.hetero("drafter-sp", Algo::Tli),
     },
     Method {
+        key: "rdk",
         name: "RDK → drafter-sp",
         about: "TLI, then redistributed over the target's vocabulary by the affinity matrix (exact)",
         build: |a| a.hetero("drafter-sp", Algo::Rdk),
     },
     Method {
+        key: "slem",
         name: "SLEM → drafter-sp",
         about: "drafter-sp's text re-tokenized with the target tokenizer, verified by exact match",
         build: |a| a.hetero("drafter-sp", Algo::Slem),
     },
     Method {
+        key: "slrs",
         name: "SLRS → drafter-byte",
         about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ \
                 (at temperature > 0 the lookahead is cut so ψ costs at most 500 drafter positions per token)",
@@ -273,6 +287,7 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     }
     let prompts: Vec<String> = all_prompts.into_iter().take(count).collect();
 
+    let methods = select_methods(args.methods.as_deref())?;
     let mut assets = load_assets(&dir, &cache, args.device, progress)?;
     if args.temperature > 0.0 {
         // Sampling makes SLRS score every live branch of the drafter's byte tree (one tree pass
@@ -296,8 +311,8 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     let mut target = LlamaTarget::new(assets.model("target")?.clone());
 
     // Warm-up: the first passes pay for allocations and thread-pool start-up.
-    progress.start("warming up", Some(METHODS.len() as u64), ProgressUnit::Items);
-    for method in METHODS {
+    progress.start("warming up", Some(methods.len() as u64), ProgressUnit::Items);
+    for &method in &methods {
         let warm = GenerationConfig { max_new_tokens: 4, ..config.clone() };
         run_method(method, &assets, &mut target, &encoded[..1], &warm, args.seed)?;
         progress.advance(1);
@@ -305,8 +320,8 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     progress.finish();
 
     let mut results: Vec<(&Method, Outcome)> = Vec::new();
-    progress.start("generating", Some(METHODS.len() as u64), ProgressUnit::Items);
-    for method in METHODS {
+    progress.start("generating", Some(methods.len() as u64), ProgressUnit::Items);
+    for &method in &methods {
         results.push((method, run_method(method, &assets, &mut target, &encoded, &config, args.seed)?));
         progress.advance(1);
     }
@@ -435,7 +450,7 @@ fn render(report: &Report) -> String {
         out.push_str(&format!("{} ({}, {how}): {}\n", artifact.name, artifact.detail, artifact.path.display()));
     }
     out.push('\n');
-    for method in METHODS {
+    for method in METHODS.iter().filter(|m| report.rows.iter().any(|r| r.method == m.name)) {
         out.push_str(&format!("{}: {}\n", method.name, method.about));
     }
     out.push_str(&format!(
@@ -444,6 +459,21 @@ fn render(report: &Report) -> String {
         report.sample.trim()
     ));
     out
+}
+
+/// The methods `--methods` names, in table order, autoregressive first; all without the flag.
+fn select_methods(keys: Option<&[String]>) -> anyhow::Result<Vec<&'static Method>> {
+    let Some(keys) = keys else { return Ok(METHODS.iter().collect()) };
+    let known: Vec<&str> = METHODS.iter().map(|m| m.key).collect();
+    if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.trim())) {
+        bail!("--methods: unknown method {unknown:?}; choose from {}", known[1..].join(", "));
+    }
+    Ok(METHODS
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| *i == 0 || keys.iter().any(|k| k.trim() == m.key))
+        .map(|(_, m)| m)
+        .collect())
 }
 
 /// `--assets`, else `./assets/demo`, else the repository's `assets/demo` (found from where this

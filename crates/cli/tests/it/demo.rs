@@ -77,3 +77,29 @@ fn a_directory_without_demo_assets_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--assets") && err.contains("cargo xtask demo-assets"), "{err}");
 }
+
+#[test]
+fn methods_selects_rows_and_sampling_runs_them() {
+    let cache = std::env::temp_dir().join(format!("anyspec-demo-methods-{}", std::process::id()));
+    let (assets, cache_arg) = (assets(), cache.to_str().unwrap().to_string());
+    let common = ["demo", "--json", "--no-progress", "--assets", assets.to_str().unwrap(), "--cache", &cache_arg];
+    let mut args = common.to_vec();
+    args.extend(["--methods", "slrs,tli", "--temperature", "0.8", "--prompts", "1", "--max-tokens", "8"]);
+    let out = anyspec(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = report["rows"].as_array().unwrap().iter().map(|r| r["method"].as_str().unwrap()).collect();
+    // Table order, autoregressive first whatever the list says.
+    assert_eq!(names, ["autoregressive", "TLI → drafter-sp", "SLRS → drafter-byte"]);
+    for row in report["rows"].as_array().unwrap() {
+        assert_eq!(row["generated"], 8, "{row}");
+        assert!(row["matches_ar"].is_null(), "sampled rows are not compared: {row}");
+    }
+    let mut args = common.to_vec();
+    args.extend(["--methods", "tli,medusa"]);
+    let out = anyspec(&args);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"medusa\"") && err.contains("slrs"), "{err}");
+    std::fs::remove_dir_all(&cache).ok();
+}
