@@ -169,35 +169,12 @@ impl AffinityMatrix {
     /// An empty row means "keep the mass where it is" (an implicit 1 on the diagonal), so a
     /// matrix that covers only some tokens is still row-stochastic.
     pub fn from_csr(size: usize, row_offsets: Vec<usize>, columns: Vec<u32>, values: Vec<f32>) -> Result<Self> {
-        if row_offsets.len() != size + 1 {
-            return Err(Error::LengthMismatch {
-                what: "affinity row offsets (N + 1)",
-                expected: size + 1,
-                got: row_offsets.len(),
-            });
-        }
-        if columns.len() != values.len() || row_offsets.last() != Some(&columns.len()) || row_offsets[0] != 0 {
-            return Err(Error::LengthMismatch {
-                what: "affinity columns and values (the last row offset)",
-                expected: row_offsets.last().copied().unwrap_or(0),
-                got: columns.len().min(values.len()),
-            });
-        }
+        check_csr(&AFFINITY_CSR, size, &row_offsets, &columns, values.len())?;
         for row in 0..size {
             let (start, end) = (row_offsets[row], row_offsets[row + 1]);
-            if start > end || end > columns.len() {
-                return Err(Error::invalid(
-                    "affinity row offsets",
-                    "non-decreasing",
-                    format!("row {row}: {start}..{end}"),
-                ));
-            }
             let mut sum = 0.0f64;
             for k in start..end {
                 let (c, v) = (columns[k], values[k]);
-                if c as usize >= size {
-                    return Err(Error::TokenOutOfRange { token: c, vocab_size: size });
-                }
                 if !(v >= 0.0 && v.is_finite()) {
                     return Err(Error::InvalidProbability { what: "an affinity row", index: c as usize, value: v });
                 }
@@ -296,31 +273,7 @@ impl SparseScores {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.row_offsets.len() != self.size + 1 || self.row_offsets.last() != Some(&self.columns.len()) {
-            return Err(Error::LengthMismatch {
-                what: "score row offsets (N + 1)",
-                expected: self.size + 1,
-                got: self.row_offsets.len(),
-            });
-        }
-        if self.columns.len() != self.values.len() {
-            return Err(Error::LengthMismatch {
-                what: "score values",
-                expected: self.columns.len(),
-                got: self.values.len(),
-            });
-        }
-        if let Some(&c) = self.columns.iter().find(|&&c| c as usize >= self.size) {
-            return Err(Error::TokenOutOfRange { token: c, vocab_size: self.size });
-        }
-        if let Some(row) = self.row_offsets.windows(2).position(|w| w[0] > w[1]) {
-            let (start, end) = (self.row_offsets[row], self.row_offsets[row + 1]);
-            return Err(Error::invalid(
-                "score row offsets",
-                "non-decreasing",
-                format!("row {row} spans {start}..{end}"),
-            ));
-        }
+        check_csr(&SCORE_CSR, self.size, &self.row_offsets, &self.columns, self.values.len())?;
         if let Some((i, &v)) = self.values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::InvalidProbability { what: "affinity scores", index: i, value: v });
         }
@@ -413,6 +366,51 @@ pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> R
     normalize(out, "the dense-kernel RDK distribution")
 }
 
+/// What a CSR matrix's errors call its parts.
+struct CsrNames {
+    /// The offsets array, for a wrong length.
+    offsets: &'static str,
+    /// Columns and values, for a count that disagrees with the last offset.
+    entries: &'static str,
+    /// The offsets array, for a row that ends before it starts.
+    order: &'static str,
+}
+
+const AFFINITY_CSR: CsrNames = CsrNames {
+    offsets: "affinity row offsets (N + 1)",
+    entries: "affinity columns and values (the last row offset)",
+    order: "affinity row offsets",
+};
+
+const SCORE_CSR: CsrNames = CsrNames {
+    offsets: "score row offsets (N + 1)",
+    entries: "score columns and values (the last row offset)",
+    order: "score row offsets",
+};
+
+/// The structure shared by the CSR matrices here: `size + 1` offsets from 0, non-decreasing, the
+/// last one the number of entries; one value per column id; column ids below `size`.
+fn check_csr(names: &CsrNames, size: usize, offsets: &[usize], columns: &[u32], values: usize) -> Result<()> {
+    if offsets.len() != size + 1 {
+        return Err(Error::LengthMismatch { what: names.offsets, expected: size + 1, got: offsets.len() });
+    }
+    if columns.len() != values || offsets.last() != Some(&columns.len()) || offsets[0] != 0 {
+        return Err(Error::LengthMismatch {
+            what: names.entries,
+            expected: offsets.last().copied().unwrap_or(0),
+            got: columns.len().min(values),
+        });
+    }
+    if let Some(row) = offsets.windows(2).position(|w| w[0] > w[1]) {
+        let (start, end) = (offsets[row], offsets[row + 1]);
+        return Err(Error::invalid(names.order, "non-decreasing", format!("row {row} spans {start}..{end}")));
+    }
+    if let Some(&c) = columns.iter().find(|&&c| c as usize >= size) {
+        return Err(Error::TokenOutOfRange { token: c, vocab_size: size });
+    }
+    Ok(())
+}
+
 /// Validates the inputs of the softmax-kernel forms and returns `N`.
 fn check_kernel_inputs(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<usize> {
     check_tau(tau)?;
@@ -489,6 +487,6 @@ mod tests {
         assert!(bad(vec![0, 2, 1, 3], vec![0, 1, 2], vec![1.0; 3]).contains("row 1 spans 2..1"));
         assert!(bad(vec![0, 1, 1, 1], vec![3], vec![1.0]).contains('3'));
         assert!(bad(vec![0, 1, 1, 1], vec![0], vec![f32::NAN]).contains("NaN"));
-        assert!(bad(vec![0, 1, 1, 2], vec![0, 1], vec![1.0]).contains("score values"));
+        assert!(bad(vec![0, 1, 1, 2], vec![0, 1], vec![1.0]).contains("score columns and values"));
     }
 }
