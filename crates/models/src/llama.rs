@@ -152,6 +152,7 @@ impl Llama {
         Ok(PrunedHead { ids: ids.to_vec(), weight: self.lm_head.clone().select(1, index) })
     }
 
+    /// Refuses a cache made for another model (another layer count).
     pub(crate) fn check_cache(&self, cache: &KvCache) -> Result<()> {
         if cache.num_layers() != self.config.num_layers {
             return Err(Error::InvalidArgument(format!(
