@@ -9,6 +9,9 @@ use std::collections::HashMap;
 
 use crate::llama::{Llama, PrunedHead, TreeCache, TreeNode};
 
+/// Most token-tree nodes run, or logit rows read, in one pass.
+const TREE_CHUNK: usize = 1024;
+
 /// A model plus the state of one sequence.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -117,9 +120,13 @@ impl Session {
             });
             ids.push(id);
         }
-        if let Err(e) = self.model.extend_tree(&new, &self.cache, &mut self.tree) {
-            self.clear_tree();
-            return Err(e);
+        // In chunks, so that a level of many thousand nodes never needs activations (and
+        // logits) for all of them at once; parents come first, so every chunk's are already run.
+        for chunk in new.chunks(TREE_CHUNK) {
+            if let Err(e) = self.model.extend_tree(chunk, &self.cache, &mut self.tree) {
+                self.clear_tree();
+                return Err(e);
+            }
         }
         let rows = rows
             .iter()
@@ -132,8 +139,11 @@ impl Session {
                 })
             })
             .collect::<Result<Vec<usize>>>()?;
-        let logits = self.model.tree_logits(&self.tree, &rows, head)?;
-        Ok(anyspec_kernels::readback::read_rows(logits)?)
+        let mut out = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(TREE_CHUNK) {
+            out.extend(anyspec_kernels::readback::read_rows(self.model.tree_logits(&self.tree, chunk, head)?)?);
+        }
+        Ok(out)
     }
 
     fn clear_tree(&mut self) {

@@ -196,3 +196,25 @@ fn a_session_reuses_nodes_across_renumbered_requests_and_forgets_them_when_the_p
     let d = session.tree_logits_on_host(other, &level2, &[4], None).unwrap();
     assert!(max_abs_diff(&d, &[expected[4].clone()]) <= TOLERANCE);
 }
+
+#[test]
+fn a_tree_larger_than_one_pass_is_run_in_chunks_with_the_same_logits() {
+    // Over a thousand nodes: the session runs them (and reads their rows) in several passes.
+    let model = load("llama3-gqa");
+    let prefix = &reference("llama3-gqa").input_ids[..5];
+    let nodes = random_tree(2500, 6, model.config().vocab_size, &mut StdRng::seed_from_u64(5));
+    let sample: Vec<usize> = (0..nodes.len()).step_by(97).chain([nodes.len() - 1]).collect();
+    let mut session = Session::new(model.clone());
+    let all: Vec<usize> = (0..nodes.len()).collect();
+    let rows = session.tree_logits_on_host(prefix, &nodes, &all, None).unwrap();
+    assert_eq!(rows.len(), nodes.len());
+    let got: Vec<Vec<f32>> = sample.iter().map(|&i| rows[i].clone()).collect();
+    let want: Vec<Vec<f32>> = sample
+        .iter()
+        .map(|&i| {
+            let sequence: Vec<u32> = prefix.iter().copied().chain(path(&nodes, i)).collect();
+            read_rows(model.forward(&sequence, &mut model.new_cache(), 1).unwrap()).unwrap().remove(0)
+        })
+        .collect();
+    assert!(max_abs_diff(&got, &want) <= TOLERANCE);
+}
