@@ -108,7 +108,7 @@ mod kernel {
         let unit = UNIT_POS_X as usize;
         let v = vocab as usize;
         let g = gamma as usize;
-        let chunk = (v + units - 1) / units;
+        let chunk = v.div_ceil(units);
         let start = unit * chunk;
         let mut end = start + chunk;
         if end > v {
