@@ -3,7 +3,7 @@
 use anyspec_core::projection::ABSENT;
 use anyspec_models::TextTokenizer;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hetero::text::{encode_after, ends_mid_character, text_after};
 
 /// The drafter's view of the target's context.
@@ -41,8 +41,13 @@ pub(crate) struct ContextSync {
 }
 
 impl ContextSync {
-    pub(crate) fn new(window: usize) -> Self {
-        ContextSync { window, ..ContextSync::default() }
+    /// A conversion with a look-behind window of `window` drafter tokens; 0 is refused (there
+    /// would be nothing to re-align a non-injective tokenizer's output against).
+    pub(crate) fn new(window: usize) -> Result<Self> {
+        if window == 0 {
+            return Err(Error::InvalidParameter { name: "lookbehind", expected: "≥ 1 token", value: "0".into() });
+        }
+        Ok(ContextSync { window, ..ContextSync::default() })
     }
 
     /// Maps new target tokens through `target_to_drafter` when every one of them has a
@@ -147,7 +152,7 @@ mod tests {
     fn a_rejection_rolls_back_to_the_last_alignment_point_inside_the_kept_prefix() {
         let (target, drafter) = tokenizers();
         let prompt = target.encode("The quick brown").unwrap();
-        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND);
+        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND).unwrap();
         let base = sync.sync(&prompt, &target, &drafter).unwrap().to_vec();
         assert_eq!(base, drafter.encode("The quick brown").unwrap());
         // The drafter proposed " fox" as its own token `Ġfox`; the target spells it ` fo` `x`.
@@ -178,7 +183,7 @@ mod tests {
         let the_d = drafter.inner().token_to_id("Ġthe").unwrap();
         target_to_drafter[the_t as usize] = the_d;
         let prompt = target.encode("The").unwrap();
-        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND).with_shared_ids(target_to_drafter);
+        let mut sync = ContextSync::new(DEFAULT_LOOKBEHIND).unwrap().with_shared_ids(target_to_drafter);
         let base = sync.sync(&prompt, &target, &drafter).unwrap().to_vec();
         let ids = sync.sync(&[prompt.clone(), vec![the_t, the_t]].concat(), &target, &drafter).unwrap().to_vec();
         assert_eq!(ids, [base, vec![the_d, the_d]].concat());

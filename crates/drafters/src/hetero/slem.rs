@@ -5,7 +5,7 @@ use anyspec_core::{Draft, Drafter, SamplingConfig};
 use anyspec_models::{Llama, TextTokenizer};
 use rand::RngCore;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hetero::context::ContextSync;
 use crate::hetero::source::{BurnDrafterModel, DrafterModel};
 use crate::hetero::text::{DEFAULT_LOOKBEHIND, encode_after, text_after};
@@ -59,9 +59,6 @@ impl<M: DrafterModel> SlemDrafter<M> {
         drafter_tokenizer: TextTokenizer,
         lookbehind: usize,
     ) -> Result<Self> {
-        if lookbehind == 0 {
-            return Err(Error::InvalidParameter { name: "lookbehind", expected: "≥ 1 token", value: "0".into() });
-        }
         model.keep_rows(None)?;
         let mut special = vec![false; drafter_tokenizer.vocab_size().max(model.vocab_size())];
         for (&id, token) in drafter_tokenizer.inner().get_added_tokens_decoder().iter() {
@@ -80,7 +77,7 @@ impl<M: DrafterModel> SlemDrafter<M> {
             target_tokenizer,
             drafter_tokenizer,
             special,
-            context: ContextSync::new(lookbehind),
+            context: ContextSync::new(lookbehind)?,
             lookbehind,
         })
     }

@@ -254,9 +254,9 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
             target_tokenizer,
             drafter_tokenizer,
             context: match config.context {
-                ContextMapping::Retokenize => ContextSync::new(config.lookbehind),
+                ContextMapping::Retokenize => ContextSync::new(config.lookbehind)?,
                 ContextMapping::SharedIds => {
-                    ContextSync::new(config.lookbehind).with_shared_ids(target_to_drafter.clone())
+                    ContextSync::new(config.lookbehind)?.with_shared_ids(target_to_drafter.clone())
                 }
             },
             target_vocab_size,

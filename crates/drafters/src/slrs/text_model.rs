@@ -52,16 +52,13 @@ impl<M: DrafterModel> TextTreeModel<M> {
         drafter_tokenizer: TextTokenizer,
         lookbehind: usize,
     ) -> Result<Self> {
-        if lookbehind == 0 {
-            return Err(Error::InvalidParameter { name: "lookbehind", expected: "≥ 1 token", value: "0".into() });
-        }
         // ψ needs the full distribution: no pruned head.
         model.keep_rows(None)?;
         Ok(TextTreeModel {
             model,
             target_tokenizer,
             drafter_tokenizer,
-            context: ContextSync::new(lookbehind),
+            context: ContextSync::new(lookbehind)?,
             tree_batching: true,
         })
     }

@@ -55,3 +55,10 @@ fn a_map_wider_than_the_target_model_is_refused() {
     let msg = message(build(HeteroConfig::new(Bridge::Tli), wide));
     assert!(msg.contains("400") && msg.contains("320"), "{msg}");
 }
+
+#[test]
+fn a_look_behind_window_of_zero_is_refused() {
+    let config = HeteroConfig { lookbehind: 0, ..HeteroConfig::new(Bridge::Tli) };
+    let msg = message(build(config, id_map()));
+    assert!(msg.contains("lookbehind") && msg.contains("≥ 1"), "{msg}");
+}
