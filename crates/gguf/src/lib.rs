@@ -1,1 +1,80 @@
-//! Placeholder: being written (see the crate description).
+//! GGUF files read in place: metadata, tensor infos and tensor bytes from a memory map, the
+//! tokenizer built from the metadata, and a writer for test fixtures.
+//!
+//! GGUF is the single-file model format of llama.cpp and ggml (specification:
+//! <https://github.com/ggml-org/ggml/blob/master/docs/gguf.md>). A file holds a header,
+//! key-value metadata (the architecture's hyper-parameters, the tokenizer's vocabulary), a table
+//! of tensor infos (name, dims, [`GgmlType`], offset), then the tensor data, aligned.
+//!
+//! # Types
+//!
+//! - [`GgufFile`] opens a file ([`GgufFile::open`], memory-mapped) or bytes
+//!   ([`GgufFile::from_bytes`]), checks every structure against the file's length, and hands
+//!   out metadata ([`GgufFile::get`] and the typed getters such as [`GgufFile::get_u64`]),
+//!   [`TensorInfo`]s and tensor bytes ([`GgufFile::tensor_data`], a slice of the map: no copy).
+//! - [`GgmlType`] knows the id, name and block geometry of every ggml type, so the size of every
+//!   tensor is checked even when anyspec cannot compute with its type.
+//! - [`MetadataValue`] is one metadata value.
+//! - [`GgufWriter`] writes GGUF v3 files for tests and fixtures.
+//! - [`check_bytes`] parses and validates everything without a file: the entry point for fuzzing.
+//!
+//! # Example
+//!
+//! ```
+//! use anyspec_gguf::{GgmlType, GgufFile, GgufWriter, MetadataValue};
+//!
+//! # fn main() -> anyspec_gguf::Result<()> {
+//! let mut writer = GgufWriter::new();
+//! writer
+//!     .metadata("general.architecture", "llama".into())
+//!     .metadata("llama.block_count", MetadataValue::U32(2));
+//! // A 2 x 3 f32 matrix: ggml order puts the row length (3) first.
+//! let values: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+//! writer.tensor("w", &[3, 2], GgmlType::F32, values)?;
+//!
+//! let file = GgufFile::from_bytes(writer.to_bytes())?;
+//! assert_eq!(file.version(), 3);
+//! assert_eq!(file.architecture()?, "llama");
+//! assert_eq!(file.get_u64("llama.block_count")?, 2);
+//! let w = file.tensor("w").expect("written above");
+//! assert_eq!((w.dims.as_slice(), w.byte_len()), (&[3, 2][..], 24));
+//! assert_eq!(&file.tensor_data(w)[4..8], &1f32.to_le_bytes());
+//! // Errors name the key and the types.
+//! let err = file.get_str("llama.block_count").unwrap_err();
+//! assert!(err.to_string().contains("should be a string, found u32"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Quirks
+//!
+//! - Versions 2 and 3 are read; version 1 (u32 counts) and big-endian files are refused.
+//! - Tensor offsets in [`TensorInfo`] count from the start of the file, not from the start of
+//!   the data section as the file stores them.
+//! - Hostile input cannot make the parser panic or allocate without bound: every count and
+//!   length is checked against the bytes left before anything is allocated, and arrays nest at
+//!   most [`MAX_ARRAY_DEPTH`] deep.
+//! - A mapped file must not be modified in place while open (see [`GgufFile::open`]).
+
+mod error;
+mod file;
+mod ggml_type;
+mod parse;
+mod storage;
+mod tensor;
+mod value;
+mod writer;
+
+pub use error::{Error, Result};
+pub use file::GgufFile;
+pub use ggml_type::GgmlType;
+pub use parse::{DEFAULT_ALIGNMENT, MAX_DIMS};
+pub use tensor::TensorInfo;
+pub use value::{MAX_ARRAY_DEPTH, MetadataValue};
+pub use writer::GgufWriter;
+
+/// Parses and validates GGUF bytes without a file: the header, the metadata, the tensor infos
+/// and the bounds of every tensor's data. The entry point for fuzzing.
+pub fn check_bytes(bytes: &[u8]) -> Result<()> {
+    parse::parse(bytes, file::IN_MEMORY).map(|_| ())
+}

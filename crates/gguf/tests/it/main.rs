@@ -1,0 +1,3 @@
+//! Integration tests of anyspec-gguf, compiled as one binary.
+
+mod real_model;

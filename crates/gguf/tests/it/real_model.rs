@@ -1,0 +1,64 @@
+//! The real SmolLM2-135M-Instruct Q4_1 file, when `ANYSPEC_SMOLLM2_GGUF` names it.
+
+use std::collections::BTreeMap;
+
+use anyspec_gguf::{GgmlType, GgufFile};
+
+/// The model's path, or `None` (with a loud note) when the variable is unset; with
+/// `ANYSPEC_REQUIRE_MODELS=1` a missing model fails the test instead.
+pub(crate) fn model_path() -> Option<std::path::PathBuf> {
+    match std::env::var_os("ANYSPEC_SMOLLM2_GGUF") {
+        Some(p) => Some(p.into()),
+        None => {
+            assert!(
+                std::env::var("ANYSPEC_REQUIRE_MODELS").as_deref() != Ok("1"),
+                "ANYSPEC_REQUIRE_MODELS=1 but ANYSPEC_SMOLLM2_GGUF is not set"
+            );
+            #[allow(clippy::print_stderr)] // A skipped test must say so.
+            {
+                eprintln!("SKIPPED: set ANYSPEC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct Q4_1 GGUF");
+            }
+            None
+        }
+    }
+}
+
+#[test]
+fn smollm2_header_and_hyper_parameters() {
+    let Some(path) = model_path() else { return };
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.path(), Some(path.as_path()));
+    assert_eq!(file.version(), 3);
+    assert_eq!(file.architecture().unwrap(), "llama");
+    assert_eq!(file.get_u64("llama.block_count").unwrap(), 30);
+    assert_eq!(file.get_u64("llama.embedding_length").unwrap(), 576);
+    assert_eq!(file.get_u64("llama.attention.head_count").unwrap(), 9);
+    assert_eq!(file.get_u64("llama.attention.head_count_kv").unwrap(), 3);
+    assert_eq!(file.get_u64("llama.feed_forward_length").unwrap(), 1536);
+    assert_eq!(file.get_u64("llama.context_length").unwrap(), 8192);
+    assert_eq!(file.get_f32("llama.rope.freq_base").unwrap(), 100_000.0);
+    assert_eq!(file.get_u64("tokenizer.ggml.bos_token_id").unwrap(), 1);
+    assert_eq!(file.get_u64("tokenizer.ggml.eos_token_id").unwrap(), 2);
+    assert_eq!(file.get_array("tokenizer.ggml.tokens").unwrap().len(), 49152);
+}
+
+#[test]
+fn smollm2_tensors() {
+    let Some(path) = model_path() else { return };
+    let file = GgufFile::open(&path).unwrap();
+    let mut by_type = BTreeMap::new();
+    for t in file.tensors() {
+        *by_type.entry(t.ggml_type.name()).or_insert(0) += 1;
+        assert_eq!(file.tensor_data(t).len() as u64, t.byte_len(), "{}", t.name);
+    }
+    let expected = BTreeMap::from([("F32", 61), ("Q4_1", 210), ("Q8_0", 1)]);
+    assert_eq!(by_type, expected);
+    assert_eq!(file.tensors().len(), 272);
+    let embd = file.tensor("token_embd.weight").unwrap();
+    assert_eq!(embd.dims, [576, 49152]);
+    let q = file.tensor("blk.0.attn_q.weight").unwrap();
+    assert_eq!(q.dims, [576, 576]);
+    assert_eq!(q.ggml_type, GgmlType::Q4_1);
+    let norm = file.tensor("output_norm.weight").unwrap();
+    assert_eq!((norm.dims.as_slice(), norm.ggml_type), (&[576][..], GgmlType::F32));
+}
