@@ -1,0 +1,358 @@
+//! [`Matrix`]: a weight matrix repacked once for the kernels, and its products.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use half::{bf16, f16};
+
+use crate::format::{WeightFormat, dequantize_unchecked};
+use crate::kernel::Kernel;
+use crate::{Error, Result, Threads};
+
+/// The most activation rows one pass of a kernel handles; more are done in groups of this
+/// many while the weight row is still in the L1 cache.
+pub(crate) const MAX_M: usize = 8;
+
+/// Below this many multiply-adds a product runs on the calling thread alone: waking the
+/// workers would cost more than it saves.
+const PARALLEL_MIN_MACS: usize = 32 * 1024;
+
+/// How the weights are held.
+enum Data {
+    /// Row-major f32 (from f32, f16 and bf16 sources).
+    F32(Vec<f32>),
+    /// Rows of ggml blocks, byte for byte as in the file (row order possibly permuted).
+    Blocks(Vec<u8>),
+}
+
+/// One stored row, as a kernel reads it.
+#[derive(Clone, Copy)]
+pub(crate) enum RowRef<'a> {
+    /// `cols` f32 weights.
+    F32(&'a [f32]),
+    /// `cols / block_len` ggml blocks.
+    Blocks(&'a [u8]),
+}
+
+/// A weight matrix of `rows` outputs × `cols` inputs (the PyTorch `Linear.weight` `[out, in]`
+/// layout; in GGUF terms `ne0 = cols`, `ne1 = rows`), repacked once at construction into the
+/// layout the kernels stream.
+///
+/// Quantized formats stay quantized in memory, as rows of ggml blocks (no f32 blow-up); f16
+/// and bf16 are widened to f32 at construction (exactly: every half value is an f32 value), so
+/// they take twice their file size. See the crate docs for why.
+pub struct Matrix {
+    format: WeightFormat,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    data: Data,
+    kernel: Kernel,
+}
+
+impl std::fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matrix")
+            .field("format", &self.format)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("memory_bytes", &self.memory_bytes())
+            .field("kernel", &self.kernel)
+            .finish()
+    }
+}
+
+fn check_shape(format: WeightFormat, rows: usize, cols: usize) -> Result<usize> {
+    if cols == 0 {
+        return Err(Error::Shape { rows, cols, reason: "a matrix needs at least one column" });
+    }
+    let row_bytes = format.row_bytes(cols)?;
+    if rows.checked_mul(row_bytes).is_none() || rows.checked_mul(cols).is_none() {
+        return Err(Error::Shape { rows, cols, reason: "its size overflows usize" });
+    }
+    Ok(row_bytes)
+}
+
+impl Matrix {
+    /// A matrix from row-major `[rows, cols]` f32 values.
+    pub fn from_f32(rows: usize, cols: usize, values: &[f32]) -> Result<Self> {
+        check_shape(WeightFormat::F32, rows, cols)?;
+        if values.len() != rows * cols {
+            return Err(Error::Length { what: "values", expected: rows * cols, got: values.len() });
+        }
+        Ok(Matrix {
+            format: WeightFormat::F32,
+            rows,
+            cols,
+            row_bytes: cols * 4,
+            data: Data::F32(values.to_vec()),
+            kernel: Kernel::best(),
+        })
+    }
+
+    /// A matrix from `rows` rows of `format.row_bytes(cols)` bytes each (GGUF tensor data;
+    /// f16/bf16/f32 little-endian).
+    pub fn from_bytes(format: WeightFormat, rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        Self::build(format, rows, cols, bytes, None)
+    }
+
+    /// Same as [`from_bytes`](Self::from_bytes), but the `i`-th stored row is source row
+    /// `order[i]` (a row permutation, exact for every format: the loader uses it to undo
+    /// llama.cpp's Q/K permutation). `order` must have `rows` entries, each below `rows`
+    /// (repeats are allowed: the result is then a gather).
+    pub fn from_bytes_permuted(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        order: &[usize],
+    ) -> Result<Self> {
+        Self::build(format, rows, cols, bytes, Some(order))
+    }
+
+    fn build(format: WeightFormat, rows: usize, cols: usize, bytes: &[u8], order: Option<&[usize]>) -> Result<Self> {
+        let row_bytes = check_shape(format, rows, cols)?;
+        if bytes.len() != rows * row_bytes {
+            return Err(Error::Length { what: "weight bytes", expected: rows * row_bytes, got: bytes.len() });
+        }
+        if let Some(order) = order {
+            if order.len() != rows {
+                return Err(Error::Length { what: "order", expected: rows, got: order.len() });
+            }
+            if let Some(&bad) = order.iter().find(|&&r| r >= rows) {
+                return Err(Error::IndexOutOfRange { what: "order", index: bad, len: rows });
+            }
+        }
+        let source_row = |i: usize| {
+            let r = order.map_or(i, |o| o[i]);
+            &bytes[r * row_bytes..(r + 1) * row_bytes]
+        };
+        let data = match format {
+            WeightFormat::F32 | WeightFormat::F16 | WeightFormat::BF16 => {
+                let mut values = Vec::with_capacity(rows * cols);
+                for i in 0..rows {
+                    let row = source_row(i);
+                    match format {
+                        WeightFormat::F32 => {
+                            values.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                        }
+                        WeightFormat::F16 => {
+                            values.extend(row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()))
+                        }
+                        _ => values.extend(row.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+                    }
+                }
+                Data::F32(values)
+            }
+            _ => match order {
+                None => Data::Blocks(bytes.to_vec()),
+                Some(_) => {
+                    let mut out = Vec::with_capacity(bytes.len());
+                    (0..rows).for_each(|i| out.extend_from_slice(source_row(i)));
+                    Data::Blocks(out)
+                }
+            },
+        };
+        let stored = if matches!(data, Data::F32(_)) { WeightFormat::F32 } else { format };
+        Ok(Matrix { format, rows, cols, row_bytes: stored.row_bytes(cols)?, data, kernel: Kernel::best() })
+    }
+
+    /// Output rows (`N`).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input columns (`K`).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The format the matrix was built from (f16 and bf16 report themselves although they
+    /// are held as f32).
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// Bytes of weights held in memory.
+    pub fn memory_bytes(&self) -> usize {
+        match &self.data {
+            Data::F32(v) => v.len() * 4,
+            Data::Blocks(b) => b.len(),
+        }
+    }
+
+    /// The kernel the products use (by default [`Kernel::best`]).
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// Chooses the kernel of the products; an error if this CPU lacks its instructions.
+    pub fn set_kernel(&mut self, kernel: Kernel) -> Result<()> {
+        kernel.check_supported()?;
+        self.kernel = kernel;
+        Ok(())
+    }
+
+    /// The storage format of the held rows.
+    fn stored_format(&self) -> WeightFormat {
+        match self.data {
+            Data::F32(_) => WeightFormat::F32,
+            Data::Blocks(_) => self.format,
+        }
+    }
+
+    pub(crate) fn row_ref(&self, row: usize) -> RowRef<'_> {
+        match &self.data {
+            Data::F32(v) => RowRef::F32(&v[row * self.cols..(row + 1) * self.cols]),
+            Data::Blocks(b) => RowRef::Blocks(&b[row * self.row_bytes..(row + 1) * self.row_bytes]),
+        }
+    }
+
+    /// Row `row` dequantized into `out` (`cols` values): embedding lookups.
+    pub fn row_f32(&self, row: usize, out: &mut [f32]) -> Result<()> {
+        if row >= self.rows {
+            return Err(Error::IndexOutOfRange { what: "row", index: row, len: self.rows });
+        }
+        if out.len() != self.cols {
+            return Err(Error::Length { what: "row output", expected: self.cols, got: out.len() });
+        }
+        match self.row_ref(row) {
+            RowRef::F32(w) => out.copy_from_slice(w),
+            RowRef::Blocks(b) => dequantize_unchecked(self.format, b, out),
+        }
+        Ok(())
+    }
+
+    /// The whole matrix, row-major, exactly dequantized.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match &self.data {
+            Data::F32(v) => v.clone(),
+            Data::Blocks(b) => {
+                let mut out = vec![0.0; self.rows * self.cols];
+                dequantize_unchecked(self.format, b, &mut out);
+                out
+            }
+        }
+    }
+
+    /// `y[m*rows + n] = Σ_k x[m*cols + k] · W[n, k]` for every activation row
+    /// `m < x.len() / cols`.
+    ///
+    /// Any number of activation rows; tuned for 1..=8 (the verification pass of a draft): each
+    /// weight block is read and unpacked once and applied to all of them. `y` must hold at
+    /// least `M · rows` values; only those are written.
+    pub fn matmul(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<()> {
+        let m = self.activation_rows(x)?;
+        self.check_y(y, m * self.rows)?;
+        self.run(x, m, self.rows, &|j| j, &mut y[..m * self.rows], threads);
+        Ok(())
+    }
+
+    /// Only the output rows `select` (a pruned LM head, a shortlist):
+    /// `y[m*select.len() + j] = Σ_k x[m*cols + k] · W[select[j], k]`. One pass, gathered in
+    /// place, no copy of the gathered matrix.
+    pub fn matmul_rows(&self, x: &[f32], select: &[u32], y: &mut [f32], threads: &Threads) -> Result<()> {
+        let m = self.activation_rows(x)?;
+        if let Some(&bad) = select.iter().find(|&&r| r as usize >= self.rows) {
+            return Err(Error::IndexOutOfRange { what: "select", index: bad as usize, len: self.rows });
+        }
+        let n = select.len();
+        self.check_y(y, m * n)?;
+        self.run(x, m, n, &|j| select[j] as usize, &mut y[..m * n], threads);
+        Ok(())
+    }
+
+    fn activation_rows(&self, x: &[f32]) -> Result<usize> {
+        if !x.len().is_multiple_of(self.cols) {
+            return Err(Error::NotMultiple { what: "x length", value: x.len(), multiple: self.cols });
+        }
+        Ok(x.len() / self.cols)
+    }
+
+    fn check_y(&self, y: &[f32], needed: usize) -> Result<()> {
+        if y.len() < needed {
+            return Err(Error::Length { what: "y", expected: needed, got: y.len() });
+        }
+        Ok(())
+    }
+
+    /// Computes outputs `0..n` (output `j` is weight row `row_of(j)`) for `m` activation rows
+    /// into `y` (`[m, n]`), sharing output rows among the threads in chunks.
+    fn run(
+        &self,
+        x: &[f32],
+        m: usize,
+        n: usize,
+        row_of: &(dyn Fn(usize) -> usize + Sync),
+        y: &mut [f32],
+        threads: &Threads,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        let prepared = self.kernel.prepare(self.stored_format(), x, m, self.cols);
+        let macs = n.saturating_mul(self.cols).saturating_mul(m);
+        if threads.count() == 1 || macs < PARALLEL_MIN_MACS {
+            let mut outs: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
+            self.compute(&prepared, x, m, 0..n, row_of, &mut outs);
+            return;
+        }
+        // About four chunks per thread, so that a thread slowed by another process does not
+        // hold up the others; at least 8 rows per chunk.
+        let chunk = n.div_ceil(threads.count() * 4).max(8).next_multiple_of(8);
+        let chunks = n.div_ceil(chunk);
+        let mut parts: Vec<Vec<&mut [f32]>> = (0..chunks).map(|_| Vec::with_capacity(m)).collect();
+        for row in y.chunks_exact_mut(n) {
+            for (c, part) in row.chunks_mut(chunk).enumerate() {
+                parts[c].push(part);
+            }
+        }
+        let parts: Vec<Mutex<Vec<&mut [f32]>>> = parts.into_iter().map(Mutex::new).collect();
+        let next = AtomicUsize::new(0);
+        threads.broadcast(&|| {
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= chunks {
+                    break;
+                }
+                let mut outs = parts[c].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let start = c * chunk;
+                let end = (start + chunk).min(n);
+                self.compute(&prepared, x, m, start..end, row_of, &mut outs);
+            }
+        });
+    }
+
+    /// One chunk of outputs: `outs[i][j - range.start]` for activation row `i`, output `j`.
+    fn compute(
+        &self,
+        prepared: &crate::kernel::Prepared,
+        x: &[f32],
+        m: usize,
+        range: std::ops::Range<usize>,
+        row_of: &(dyn Fn(usize) -> usize + Sync),
+        outs: &mut [&mut [f32]],
+    ) {
+        let start = range.start;
+        let format = self.stored_format();
+        let mut acc = [0.0f32; MAX_M];
+        for j in range {
+            let row = self.row_ref(row_of(j));
+            for g in (0..m).step_by(MAX_M) {
+                let rows = (m - g).min(MAX_M);
+                self.kernel.dot_row(
+                    format,
+                    row,
+                    prepared,
+                    &x[g * self.cols..(g + rows) * self.cols],
+                    g,
+                    self.cols,
+                    &mut acc[..rows],
+                );
+                for (i, &v) in acc[..rows].iter().enumerate() {
+                    outs[g + i][j - start] = v;
+                }
+            }
+        }
+    }
+}

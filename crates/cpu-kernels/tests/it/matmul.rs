@@ -1,0 +1,183 @@
+//! `matmul` and `matmul_rows` against a naive f64 reference over the dequantized weights, on
+//! every kernel this CPU supports.
+
+use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat, quantize};
+use half::f16;
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub(crate) fn kernels() -> Vec<Kernel> {
+    let all = [Kernel::Scalar, Kernel::Avx2];
+    all.into_iter().filter(|k| k.is_supported()).collect()
+}
+
+/// Random weight bytes of `format`: quantized through the reference quantizer where there is
+/// one, random blocks with a sane scale for the k-quants.
+pub(crate) fn random_weights(format: WeightFormat, rows: usize, cols: usize, rng: &mut StdRng) -> Vec<u8> {
+    let values: Vec<f32> = (0..rows * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    match format {
+        WeightFormat::Q4_K | WeightFormat::Q6_K => {
+            let n = rows * cols / 256;
+            let mut bytes: Vec<u8> = (0..n * format.block_bytes()).map(|_| rng.random()).collect();
+            for block in bytes.chunks_exact_mut(format.block_bytes()) {
+                let d = f16::from_f32(rng.random_range(0.001f32..0.05)).to_le_bytes();
+                if format == WeightFormat::Q4_K {
+                    block[..2].copy_from_slice(&d);
+                    let dmin = f16::from_f32(rng.random_range(0.0f32..0.05)).to_le_bytes();
+                    block[2..4].copy_from_slice(&dmin);
+                } else {
+                    block[208..210].copy_from_slice(&d);
+                }
+            }
+            bytes
+        }
+        _ => quantize(format, &values).unwrap(),
+    }
+}
+
+/// `y[m][j] = Σ_k x[m][k] · w[rows_of[j]][k]` in f64, and the matching `Σ |x||w|` bound.
+fn reference(w: &[f32], cols: usize, x: &[f32], select: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let m = x.len() / cols;
+    let mut y = Vec::new();
+    let mut mag = Vec::new();
+    for i in 0..m {
+        for &r in select {
+            let (mut s, mut a) = (0.0f64, 0.0f64);
+            for k in 0..cols {
+                let p = f64::from(x[i * cols + k]) * f64::from(w[r * cols + k]);
+                s += p;
+                a += p.abs();
+            }
+            y.push(s);
+            mag.push(a);
+        }
+    }
+    (y, mag)
+}
+
+fn assert_close(got: &[f32], want: &[f64], mag: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, ((&g, &w), &a)) in got.iter().zip(want).zip(mag).enumerate() {
+        let tol = 1e-5 * a + 1e-30;
+        assert!((f64::from(g) - w).abs() <= tol, "{what}: y[{i}] = {g}, want {w} (tol {tol})");
+    }
+}
+
+fn check(format: WeightFormat, rows: usize, blocks: usize, m: usize, threads: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let cols = blocks * format.block_len().max(8);
+    let bytes = random_weights(format, rows, cols, &mut rng);
+    let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+    let pool = Threads::new(threads).unwrap();
+    let mut matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
+    let w = matrix.to_f32();
+    let all: Vec<usize> = (0..rows).collect();
+    let (want, mag) = reference(&w, cols, &x, &all);
+    let select: Vec<u32> = (0..rows + 3).map(|_| rng.random_range(0..rows as u32)).collect();
+    let sel: Vec<usize> = select.iter().map(|&r| r as usize).collect();
+    let (want_sel, mag_sel) = reference(&w, cols, &x, &sel);
+    for kernel in kernels() {
+        matrix.set_kernel(kernel).unwrap();
+        let what = format!("{format} {rows}x{cols} m={m} threads={threads} {kernel:?}");
+        let mut y = vec![f32::NAN; m * rows + 1];
+        matrix.matmul(&x, &mut y, &pool).unwrap();
+        assert_close(&y[..m * rows], &want, &mag, &what);
+        assert!(y[m * rows].is_nan(), "{what}: wrote past M·rows");
+        let mut y = vec![f32::NAN; m * sel.len()];
+        matrix.matmul_rows(&x, &select, &mut y, &pool).unwrap();
+        assert_close(&y, &want_sel, &mag_sel, &format!("{what} rows"));
+    }
+}
+
+fn format_strategy() -> impl Strategy<Value = WeightFormat> {
+    prop::sample::select(WeightFormat::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+    #[test]
+    fn matmul_matches_f64_reference(
+        format in format_strategy(),
+        rows in 1usize..40,
+        blocks in 1usize..4,
+        m in 0usize..=9,
+        threads in 1usize..=3,
+        seed in any::<u64>(),
+    ) {
+        check(format, rows, blocks, m, threads, seed);
+    }
+}
+
+#[test]
+fn large_products_use_every_thread_and_agree() {
+    // Big enough to be shared among threads; rows not a multiple of any chunk.
+    for format in WeightFormat::ALL {
+        let blocks = if format.block_len() == 256 { 2 } else { 12 };
+        for m in [1, 6, 9] {
+            check(format, 301, blocks, m, 3, 7);
+        }
+    }
+}
+
+#[test]
+fn kernels_agree_with_each_other() {
+    // The scalar and SIMD paths on the same inputs: close to each other, not just to f64.
+    let mut rng = StdRng::seed_from_u64(3);
+    let threads = Threads::new(2).unwrap();
+    for format in WeightFormat::ALL {
+        let (rows, cols) = (67, 512);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..5 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let mut matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
+        let mut outs = Vec::new();
+        for kernel in kernels() {
+            matrix.set_kernel(kernel).unwrap();
+            let mut y = vec![0.0; 5 * rows];
+            matrix.matmul(&x, &mut y, &threads).unwrap();
+            outs.push(y);
+        }
+        for y in &outs[1..] {
+            for (a, b) in y.iter().zip(&outs[0]) {
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{format}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn permuted_rows_equal_permuted_dequantized_rows() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for format in WeightFormat::ALL {
+        let (rows, cols) = (12, format.block_len().max(32) * 2);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let mut order: Vec<usize> = (0..rows).collect();
+        order.reverse();
+        order.swap(0, 5);
+        let plain = Matrix::from_bytes(format, rows, cols, &bytes).unwrap().to_f32();
+        let permuted = Matrix::from_bytes_permuted(format, rows, cols, &bytes, &order).unwrap();
+        assert_eq!(permuted.rows(), rows);
+        let got = permuted.to_f32();
+        for (i, &src) in order.iter().enumerate() {
+            assert_eq!(&got[i * cols..(i + 1) * cols], &plain[src * cols..(src + 1) * cols], "{format} row {i}");
+            let mut row = vec![0.0; cols];
+            permuted.row_f32(i, &mut row).unwrap();
+            assert_eq!(row, &plain[src * cols..(src + 1) * cols], "{format} row_f32 {i}");
+        }
+    }
+}
+
+#[test]
+fn from_f32_equals_f32_bytes_and_memory_stays_quantized() {
+    let (rows, cols) = (3, 64);
+    let w: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let a = Matrix::from_f32(rows, cols, &w).unwrap();
+    let bytes = quantize(WeightFormat::F32, &w).unwrap();
+    let b = Matrix::from_bytes(WeightFormat::F32, rows, cols, &bytes).unwrap();
+    assert_eq!(a.to_f32(), w);
+    assert_eq!(b.to_f32(), w);
+    let q = Matrix::from_bytes(WeightFormat::Q4_1, rows, cols, &quantize(WeightFormat::Q4_1, &w).unwrap()).unwrap();
+    assert_eq!(q.memory_bytes(), rows * cols / 32 * 20);
+    assert_eq!(q.format(), WeightFormat::Q4_1);
+    assert_eq!((q.rows(), q.cols()), (rows, cols));
+}
