@@ -1,9 +1,337 @@
-//! AVX2 + FMA kernels (placeholder: the scalar kernel until the intrinsics land).
+//! AVX2 + FMA kernels with f32 activations (design (a) of the crate docs): each weight block
+//! is dequantized once into four 8-lane registers, exactly as [`crate::format::dequantize`]
+//! does (same products and sums, no fused rounding), and multiply-added into the
+//! accumulators of every activation row.
+//!
+//! Every function here is compiled for AVX2, FMA and F16C and may only run on a CPU that has
+//! them; the only way in is [`dot_row`], reached through `Kernel::Avx2`, which the crate hands
+//! out only after `is_x86_feature_detected!` said yes (`Kernel::best`,
+//! `Matrix::set_kernel`).
 
-use crate::format::WeightFormat;
+use core::arch::x86_64::*;
+
+use crate::format::{QK, QK_K, WeightFormat, scale_min_k4};
 use crate::matrix::RowRef;
 
-/// See [`crate::scalar::dot_row`]; callers check `Kernel::Avx2.is_supported()` first.
+/// See [`crate::scalar::dot_row`]: `out[i] = Σ_k row[k] · x[i*cols + k]`, `out.len()` ≤ 8.
 pub(crate) fn dot_row(format: WeightFormat, row: RowRef<'_>, x: &[f32], cols: usize, out: &mut [f32]) {
-    crate::scalar::dot_row(format, row, x, cols, out);
+    let m = out.len();
+    let row_ok = match row {
+        RowRef::F32(w) => w.len() >= cols,
+        RowRef::Blocks(b) => {
+            cols.is_multiple_of(format.block_len()) && b.len() >= cols / format.block_len() * format.block_bytes()
+        }
+    };
+    // The kernels below read `x[i*cols + k]` for i < m, k < cols and the row's `cols` weights
+    // through raw pointers; these checks are what makes that sound. (The matrix always
+    // passes them; the scalar kernel stands in if it ever did not.)
+    if !row_ok || x.len() < m * cols || m > 8 || !crate::Kernel::Avx2.is_supported() {
+        crate::scalar::dot_row(format, row, x, cols, out);
+        return;
+    }
+    // SAFETY: the CPU has AVX2, FMA and F16C (checked just above, a cached load), and the
+    // lengths the kernels rely on were checked just above.
+    unsafe {
+        match m {
+            0 => {}
+            1 => dot::<1, 4>(format, row, x, cols, out),
+            2 => dot::<2, 4>(format, row, x, cols, out),
+            3 => dot::<3, 2>(format, row, x, cols, out),
+            4 => dot::<4, 2>(format, row, x, cols, out),
+            5 => dot::<5, 1>(format, row, x, cols, out),
+            6 => dot::<6, 1>(format, row, x, cols, out),
+            7 => dot::<7, 1>(format, row, x, cols, out),
+            _ => dot::<8, 1>(format, row, x, cols, out),
+        }
+    }
+}
+
+/// `M` activation rows, `A` accumulators per row (more independent FMA chains when `M` is
+/// small, so that the FMA latency is hidden).
+///
+/// # Safety
+/// AVX2, FMA and F16C available; `x.len() ≥ M·cols`; the row holds `cols` weights;
+/// `out.len() == M`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot<const M: usize, const A: usize>(
+    format: WeightFormat,
+    row: RowRef<'_>,
+    x: &[f32],
+    cols: usize,
+    out: &mut [f32],
+) {
+    let mut acc = [[_mm256_setzero_ps(); A]; M];
+    let xp = x.as_ptr();
+    let mut tail = [0.0f32; 8];
+    match row {
+        RowRef::F32(w) => {
+            let wp = w.as_ptr();
+            let mut k = 0;
+            while k + 32 <= cols {
+                // SAFETY: k + 32 ≤ cols weights and columns.
+                unsafe {
+                    let v = [
+                        _mm256_loadu_ps(wp.add(k)),
+                        _mm256_loadu_ps(wp.add(k + 8)),
+                        _mm256_loadu_ps(wp.add(k + 16)),
+                        _mm256_loadu_ps(wp.add(k + 24)),
+                    ];
+                    fma_block::<M, A, 4>(&mut acc, &v, xp.add(k), cols);
+                }
+                k += 32;
+            }
+            while k + 8 <= cols {
+                // SAFETY: k + 8 ≤ cols.
+                unsafe {
+                    let v = [_mm256_loadu_ps(wp.add(k))];
+                    fma_block::<M, A, 1>(&mut acc, &v, xp.add(k), cols);
+                }
+                k += 8;
+            }
+            for kk in k..cols {
+                for (i, t) in tail.iter_mut().enumerate().take(M) {
+                    *t += w[kk] * x[i * cols + kk];
+                }
+            }
+        }
+        RowRef::Blocks(bytes) => {
+            let bp = bytes.as_ptr();
+            let bb = format.block_bytes();
+            let blocks = cols / format.block_len();
+            // SAFETY (all arms): block `b` lies at bp + b·bb, inside the row (b < blocks), and
+            // its columns b·block_len .. (b+1)·block_len are below cols.
+            match format {
+                WeightFormat::Q8_0 => (0..blocks).for_each(|b| unsafe {
+                    let v = decode_q8_0(bp.add(b * bb));
+                    fma_block::<M, A, 4>(&mut acc, &v, xp.add(b * QK), cols);
+                }),
+                WeightFormat::Q4_0 => (0..blocks).for_each(|b| unsafe {
+                    let v = decode_q4_0(bp.add(b * bb));
+                    fma_block::<M, A, 4>(&mut acc, &v, xp.add(b * QK), cols);
+                }),
+                WeightFormat::Q4_1 => (0..blocks).for_each(|b| unsafe {
+                    let v = decode_q4_1(bp.add(b * bb));
+                    fma_block::<M, A, 4>(&mut acc, &v, xp.add(b * QK), cols);
+                }),
+                WeightFormat::Q4_K => (0..blocks).for_each(|b| unsafe {
+                    q4_k_block::<M, A>(&mut acc, bp.add(b * bb), xp.add(b * QK_K), cols);
+                }),
+                WeightFormat::Q6_K => (0..blocks).for_each(|b| unsafe {
+                    q6_k_block::<M, A>(&mut acc, bp.add(b * bb), xp.add(b * QK_K), cols);
+                }),
+                // Float matrices are held as f32 rows; nothing else reaches here.
+                WeightFormat::F32 | WeightFormat::F16 | WeightFormat::BF16 => {}
+            }
+        }
+    }
+    for i in 0..M {
+        out[i] = hsum(&acc[i]) + tail[i];
+    }
+}
+
+/// `acc[i][j % A] += v[j] · x[i·cols + 8j ..]` for every activation row `i`.
+///
+/// # Safety
+/// AVX2 and FMA available; `x` points at `8·N` readable columns of each of `M` rows `cols`
+/// apart.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fma_block<const M: usize, const A: usize, const N: usize>(
+    acc: &mut [[__m256; A]; M],
+    v: &[__m256; N],
+    x: *const f32,
+    cols: usize,
+) {
+    for (i, acc) in acc.iter_mut().enumerate() {
+        for (j, &w) in v.iter().enumerate() {
+            // SAFETY: per the function's contract.
+            let xv = unsafe { _mm256_loadu_ps(x.add(i * cols + 8 * j)) };
+            acc[j % A] = _mm256_fmadd_ps(w, xv, acc[j % A]);
+        }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum<const A: usize>(acc: &[__m256; A]) -> f32 {
+    let mut v = acc[0];
+    for &a in &acc[1..] {
+        v = _mm256_add_ps(v, a);
+    }
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+    _mm_cvtss_f32(s)
+}
+
+/// The f16 at `p` (little-endian), converted exactly and broadcast to 8 lanes.
+///
+/// # Safety
+/// F16C available; two readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_splat(p: *const u8) -> __m256 {
+    // SAFETY: two readable bytes, per the contract.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// f32 of the scalar at `p`.
+///
+/// # Safety
+/// F16C available; two readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_scalar(p: *const u8) -> f32 {
+    // SAFETY: per the contract.
+    _mm256_cvtss_f32(unsafe { f16_splat(p) })
+}
+
+/// Eight 32-bit integers of 8 bytes to f32 (signed or unsigned by `SIGNED`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bytes8_to_ps<const SIGNED: bool>(v: __m128i) -> __m256 {
+    if SIGNED { _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)) } else { _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)) }
+}
+
+/// Sixteen bytes to two vectors of 8 f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bytes16_to_ps<const SIGNED: bool>(v: __m128i) -> [__m256; 2] {
+    [bytes8_to_ps::<SIGNED>(v), bytes8_to_ps::<SIGNED>(_mm_srli_si128::<8>(v))]
+}
+
+/// A `Q8_0` block: `qs[i] · d`.
+///
+/// # Safety
+/// AVX2/F16C; 34 readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_q8_0(p: *const u8) -> [__m256; 4] {
+    // SAFETY: the block's 34 bytes are readable.
+    let (d, lo, hi) = unsafe { (f16_splat(p), _mm_loadu_si128(p.add(2).cast()), _mm_loadu_si128(p.add(18).cast())) };
+    let [a, b] = bytes16_to_ps::<true>(lo);
+    let [c, e] = bytes16_to_ps::<true>(hi);
+    [a, b, c, e].map(|v| _mm256_mul_ps(v, d))
+}
+
+/// The 32 nibbles of a 16-byte `qs`: elements 0..16 (low nibbles) then 16..32 (high).
+///
+/// # Safety
+/// 16 readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibbles(p: *const u8) -> (__m128i, __m128i) {
+    // SAFETY: per the contract.
+    let raw = unsafe { _mm_loadu_si128(p.cast()) };
+    let mask = _mm_set1_epi8(0x0F);
+    (_mm_and_si128(raw, mask), _mm_and_si128(_mm_srli_epi16::<4>(raw), mask))
+}
+
+/// A `Q4_0` block: `(nibble - 8) · d`.
+///
+/// # Safety
+/// AVX2/F16C; 18 readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_q4_0(p: *const u8) -> [__m256; 4] {
+    // SAFETY: the block's 18 bytes are readable.
+    let (d, (lo, hi)) = unsafe { (f16_splat(p), nibbles(p.add(2))) };
+    let eight = _mm_set1_epi8(8);
+    let [a, b] = bytes16_to_ps::<true>(_mm_sub_epi8(lo, eight));
+    let [c, e] = bytes16_to_ps::<true>(_mm_sub_epi8(hi, eight));
+    [a, b, c, e].map(|v| _mm256_mul_ps(v, d))
+}
+
+/// A `Q4_1` block: `nibble · d + m` (a product and a sum, rounded separately like ggml's).
+///
+/// # Safety
+/// AVX2/F16C; 20 readable bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_q4_1(p: *const u8) -> [__m256; 4] {
+    // SAFETY: the block's 20 bytes are readable.
+    let (d, m, (lo, hi)) = unsafe { (f16_splat(p), f16_splat(p.add(2)), nibbles(p.add(4))) };
+    let [a, b] = bytes16_to_ps::<false>(lo);
+    let [c, e] = bytes16_to_ps::<false>(hi);
+    [a, b, c, e].map(|v| _mm256_add_ps(_mm256_mul_ps(v, d), m))
+}
+
+/// One `Q4_K` super-block (256 weights) into the accumulators.
+///
+/// # Safety
+/// AVX2/FMA/F16C; 144 readable bytes at `p`; `x` as for [`fma_block`] with 256 columns.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_block<const M: usize, const A: usize>(
+    acc: &mut [[__m256; A]; M],
+    p: *const u8,
+    x: *const f32,
+    cols: usize,
+) {
+    // SAFETY: the 144 bytes of the block are readable, and x has 256 columns.
+    unsafe {
+        let d = f16_scalar(p);
+        let dmin = f16_scalar(p.add(2));
+        let scales = core::slice::from_raw_parts(p.add(4), 12);
+        for chunk in 0..4 {
+            let raw = _mm256_loadu_si256(p.add(16 + 32 * chunk).cast());
+            let mask = _mm256_set1_epi8(0x0F);
+            let lo = _mm256_and_si256(raw, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), mask);
+            for (half, q) in [lo, hi].into_iter().enumerate() {
+                let (sc, mn) = scale_min_k4(2 * chunk + half, scales);
+                let d1 = _mm256_set1_ps(d * f32::from(sc));
+                let m1 = _mm256_set1_ps(dmin * f32::from(mn));
+                let [a, b] = bytes16_to_ps::<false>(_mm256_castsi256_si128(q));
+                let [c, e] = bytes16_to_ps::<false>(_mm256_extracti128_si256::<1>(q));
+                let v = [a, b, c, e].map(|v| _mm256_sub_ps(_mm256_mul_ps(v, d1), m1));
+                fma_block::<M, A, 4>(acc, &v, x.add(64 * chunk + 32 * half), cols);
+            }
+        }
+    }
+}
+
+/// One `Q6_K` super-block (256 weights) into the accumulators.
+///
+/// # Safety
+/// AVX2/FMA/F16C; 210 readable bytes at `p`; `x` as for [`fma_block`] with 256 columns.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_block<const M: usize, const A: usize>(
+    acc: &mut [[__m256; A]; M],
+    p: *const u8,
+    x: *const f32,
+    cols: usize,
+) {
+    // SAFETY: the 210 bytes of the block are readable, and x has 256 columns.
+    unsafe {
+        let d = f16_scalar(p.add(208));
+        let sc = p.add(192).cast::<i8>();
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m2 = _mm256_set1_epi8(0x03);
+        let off = _mm256_set1_epi8(32);
+        for half in 0..2 {
+            let ql0 = _mm256_loadu_si256(p.add(64 * half).cast());
+            let ql1 = _mm256_loadu_si256(p.add(64 * half + 32).cast());
+            let qh = _mm256_loadu_si256(p.add(128 + 32 * half).cast());
+            let high = |shift: __m128i| _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srl_epi16(qh, shift), m2));
+            let quarters = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), high(_mm_cvtsi32_si128(0))),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), high(_mm_cvtsi32_si128(2))),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4), high(_mm_cvtsi32_si128(4))),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4), high(_mm_cvtsi32_si128(6))),
+            ];
+            for (t, q) in quarters.into_iter().enumerate() {
+                let q = _mm256_sub_epi8(q, off);
+                // Elements l = 0..16 use scale 2t, l = 16..32 scale 2t + 1 (of this half).
+                let s0 = _mm256_set1_ps(d * f32::from(*sc.add(8 * half + 2 * t)));
+                let s1 = _mm256_set1_ps(d * f32::from(*sc.add(8 * half + 2 * t + 1)));
+                let [a, b] = bytes16_to_ps::<true>(_mm256_castsi256_si128(q));
+                let [c, e] = bytes16_to_ps::<true>(_mm256_extracti128_si256::<1>(q));
+                let v = [_mm256_mul_ps(s0, a), _mm256_mul_ps(s0, b), _mm256_mul_ps(s1, c), _mm256_mul_ps(s1, e)];
+                fma_block::<M, A, 4>(acc, &v, x.add(128 * half + 32 * t), cols);
+            }
+        }
+    }
 }

@@ -1,0 +1,102 @@
+//! Matrix products at the shapes of SmolLM2-135M (hidden 576, intermediate 1536, 3 KV heads of
+//! 64, vocabulary 49,152): Q4_1 and f32 layers and the Q8_0 LM head, for M = 1..=8 activation
+//! rows and 1 or 2 threads.
+//!
+//! Throughput is reported in bytes of weights read per call, so criterion prints GB/s; the
+//! multiply-adds per call are `M · K · N`. Run with
+//! `cargo bench -p anyspec-cpu-kernels --bench matmul` (add a criterion filter such as
+//! `q4_1/576x1536` to run a part); `cargo test --benches` runs each case once.
+
+use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat, quantize};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use half::f16;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// `(K, N)`: input columns, output rows.
+const LAYERS: [(usize, usize); 4] = [(576, 576), (576, 192), (576, 1536), (1536, 576)];
+const HEAD: (usize, usize) = (576, 49_152);
+
+/// Random weights of `format`, built directly as blocks (quick even for the 28M-weight head).
+fn weights(format: WeightFormat, k: usize, n: usize, rng: &mut StdRng) -> Matrix {
+    if matches!(format, WeightFormat::F32) {
+        let values: Vec<f32> = (0..k * n).map(|_| rng.random_range(-0.1f32..0.1)).collect();
+        return Matrix::from_f32(n, k, &values).unwrap();
+    }
+    let bb = format.block_bytes();
+    let mut bytes = vec![0u8; n * format.row_bytes(k).unwrap()];
+    rng.fill(&mut bytes[..]);
+    for block in bytes.chunks_exact_mut(bb) {
+        block[..2].copy_from_slice(&f16::from_f32(rng.random_range(0.001f32..0.01)).to_le_bytes());
+        if format == WeightFormat::Q4_1 {
+            block[2..4].copy_from_slice(&f16::from_f32(-0.05).to_le_bytes());
+        }
+    }
+    // Check once that the generated blocks are what `quantize` would make of their shape.
+    debug_assert_eq!(quantize(format, &vec![0.0; k]).unwrap().len(), k / format.block_len() * bb);
+    Matrix::from_bytes(format, n, k, &bytes).unwrap()
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(800))
+}
+
+fn bench_shape(c: &mut Criterion, format: WeightFormat, (k, n): (usize, usize), pools: &[Threads], kernel: Kernel) {
+    let mut rng = StdRng::seed_from_u64(1);
+    let mut matrix = weights(format, k, n, &mut rng);
+    matrix.set_kernel(kernel).unwrap();
+    let x: Vec<f32> = (0..8 * k).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let mut y = vec![0.0f32; 8 * n];
+    let suffix = if kernel == Kernel::best() { String::new() } else { format!("/{kernel:?}") };
+    let mut group = c.benchmark_group(format!("{}/{k}x{n}{suffix}", format.name()));
+    group.throughput(Throughput::Bytes(matrix.memory_bytes() as u64));
+    for pool in pools {
+        for m in 1..=8 {
+            let id = BenchmarkId::new(format!("t{}", pool.count()), m);
+            group.bench_function(id, |b| {
+                b.iter(|| matrix.matmul(black_box(&x[..m * k]), &mut y[..m * n], pool).unwrap());
+            });
+        }
+    }
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let pools = [Threads::new(1).unwrap(), Threads::new(2).unwrap()];
+    for shape in LAYERS {
+        bench_shape(c, WeightFormat::Q4_1, shape, &pools, Kernel::best());
+    }
+    bench_shape(c, WeightFormat::Q8_0, HEAD, &pools, Kernel::best());
+    for shape in LAYERS {
+        bench_shape(c, WeightFormat::F32, shape, &pools, Kernel::best());
+    }
+    // The portable kernel beside the SIMD one, on one shape.
+    if Kernel::best() != Kernel::Scalar {
+        bench_shape(c, WeightFormat::Q4_1, (576, 1536), &pools[..1], Kernel::Scalar);
+    }
+    // A pruned head: 8,192 rows gathered from the 49,152.
+    let mut rng = StdRng::seed_from_u64(2);
+    let head = weights(WeightFormat::Q8_0, HEAD.0, HEAD.1, &mut rng);
+    let select: Vec<u32> = (0..8192).map(|_| rng.random_range(0..HEAD.1 as u32)).collect();
+    let x: Vec<f32> = (0..8 * HEAD.0).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let mut y = vec![0.0f32; 8 * select.len()];
+    let mut group = c.benchmark_group("q8_0/576x49152/rows8192");
+    for pool in &pools {
+        for m in [1, 6] {
+            group.bench_function(BenchmarkId::new(format!("t{}", pool.count()), m), |b| {
+                b.iter(|| {
+                    head.matmul_rows(black_box(&x[..m * HEAD.0]), &select, &mut y[..m * select.len()], pool).unwrap()
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! { name = matmul; config = config(); targets = benches }
+criterion_main!(matmul);
