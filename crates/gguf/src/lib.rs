@@ -62,6 +62,7 @@ mod ggml_type;
 mod parse;
 mod storage;
 mod tensor;
+pub mod tokenizer;
 mod value;
 mod writer;
 
@@ -75,6 +76,13 @@ pub use writer::GgufWriter;
 
 /// Parses and validates GGUF bytes without a file: the header, the metadata, the tensor infos
 /// and the bounds of every tensor's data. The entry point for fuzzing.
+///
+/// When the metadata describes a tokenizer (`tokenizer.ggml.model`), the tokenizer is built
+/// too, which checks the vocabulary, the merges and the special-token ids.
 pub fn check_bytes(bytes: &[u8]) -> Result<()> {
-    parse::parse(bytes, file::IN_MEMORY).map(|_| ())
+    let file = GgufFile::from_bytes(bytes.to_vec())?;
+    if file.get("tokenizer.ggml.model").is_some() {
+        tokenizer::tokenizer_from_gguf(&file)?;
+    }
+    Ok(())
 }
