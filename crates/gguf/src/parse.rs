@@ -79,24 +79,26 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    /// Checks that `count` items of at least `min_len` bytes each fit in the rest of the file;
-    /// `at` is the offset of the count.
-    fn check_count(&self, count: u64, min_len: u64, what: &str, at: usize) -> Result<()> {
+    /// Checks a count of items of at least `min_len` bytes each, stored at offset `at`, and
+    /// returns how many of them to allocate room for.
+    ///
+    /// A count that needs more bytes than the file has left is refused as corrupt when the
+    /// shortfall is absurd (more than [`PLAUSIBLE_BYTES`]); otherwise parsing goes on, so that a
+    /// truncated file is reported where its bytes run out, with what was being read. Either way
+    /// the room allocated is bounded by the bytes left.
+    fn check_count(&self, count: u64, min_len: u64, what: &str, at: usize) -> Result<usize> {
         let needed = count.saturating_mul(min_len);
-        if needed <= self.remaining() {
-            return Ok(());
-        }
-        if needed <= PLAUSIBLE_BYTES {
-            Err(self.truncated(&self.ctx))
-        } else {
-            Err(Error::AbsurdCount {
+        if needed > self.remaining() && needed > PLAUSIBLE_BYTES {
+            return Err(Error::AbsurdCount {
                 file: self.file.to_string(),
                 offset: at as u64,
                 what: what.to_string(),
                 count,
                 remaining: self.remaining(),
-            })
+            });
         }
+        // Both bounds fit a usize: the second is at most the length of a slice.
+        Ok(count.min(self.remaining() / min_len.max(1)) as usize)
     }
 
     fn string(&mut self) -> Result<String> {
@@ -151,9 +153,8 @@ impl<'a> Cursor<'a> {
                 };
                 let count_at = self.pos;
                 let count = self.u64()?;
-                self.check_count(count, min_len, "array elements", count_at)?;
-                // The check above bounds `count` by the bytes left.
-                let mut items = Vec::with_capacity(count as usize);
+                let room = self.check_count(count, min_len, "array elements", count_at)?;
+                let mut items = Vec::with_capacity(room);
                 for _ in 0..count {
                     items.push(self.value(elem_ty, depth + 1)?);
                 }
@@ -249,12 +250,11 @@ pub(crate) fn parse(bytes: &[u8], file: &str) -> Result<Parsed> {
     let kv_count = cur.u64()?;
     // A key-value pair takes at least a key length, a type id and one byte; a tensor info at
     // least a name length, a dim count, a type id and an offset.
-    cur.ctx = "the metadata".to_string();
-    cur.check_count(kv_count, 8 + 4 + 1, "metadata entries", kv_count_at)?;
-    cur.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor infos", tensor_count_at)?;
+    let kv_room = cur.check_count(kv_count, 8 + 4 + 1, "metadata entries", kv_count_at)?;
+    let tensor_room = cur.check_count(tensor_count, 8 + 4 + 4 + 8, "tensor infos", tensor_count_at)?;
 
-    let mut metadata = Vec::with_capacity(kv_count as usize);
-    let mut key_index = HashMap::with_capacity(kv_count as usize);
+    let mut metadata = Vec::with_capacity(kv_room);
+    let mut key_index = HashMap::with_capacity(kv_room);
     for i in 0..kv_count {
         cur.ctx = format!("the key of metadata entry {i}");
         let key = cur.string()?;
@@ -275,9 +275,9 @@ pub(crate) fn parse(bytes: &[u8], file: &str) -> Result<Parsed> {
         }
     };
 
-    let mut infos = Vec::with_capacity(tensor_count as usize);
-    let mut tensor_index = HashMap::with_capacity(tensor_count as usize);
-    let mut relative = Vec::with_capacity(tensor_count as usize);
+    let mut infos = Vec::with_capacity(tensor_room);
+    let mut tensor_index = HashMap::with_capacity(tensor_room);
+    let mut relative = Vec::with_capacity(tensor_room);
     for i in 0..tensor_count {
         cur.ctx = format!("the name of tensor info {i}");
         let name = cur.string()?;

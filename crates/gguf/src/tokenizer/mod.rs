@@ -28,7 +28,7 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::processors::template::{SpecialToken, TemplateProcessing};
 use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 pub use chat::apply_chat_template;
@@ -182,12 +182,15 @@ pub fn tokenizer_from_gguf(file: &GgufFile) -> Result<GgufTokenizer> {
     };
     tokenizer.add_special_tokens(&vocab.added_tokens());
     if let (true, Some(bos)) = (add_bos, bos) {
-        let bos_text = vocab.tokens[bos as usize].to_string();
+        // The template names the BOS token by a fixed id, so that its text (which the
+        // template syntax would parse) cannot break the template.
+        let bos_token = SpecialToken::new("bos".to_string(), vec![bos], vec![vocab.tokens[bos as usize].to_string()])
+            .map_err(|e| build_error(&label, "the BOS template", e))?;
         let template = TemplateProcessing::builder()
-            .try_single(format!("{bos_text} $A"))
-            .and_then(|b| b.try_pair(format!("{bos_text} $A {bos_text} $B")))
+            .try_single("bos $A")
+            .and_then(|b| b.try_pair("bos $A bos $B"))
             .map_err(|e| build_error(&label, "the BOS template", e.into()))?
-            .special_tokens(vec![(bos_text, bos)])
+            .special_tokens(vec![bos_token])
             .build()
             .map_err(|e| build_error(&label, "the BOS template", e.into()))?;
         tokenizer.with_post_processor(Some(template));

@@ -180,3 +180,78 @@ fn smollm2_matches_its_reference_tokenizer() {
     // The generation prompt "<|im_start|>assistant\n".
     assert!(ids.ends_with(&[1, 520, 9531, 198]), "{ids:?}");
 }
+
+mod fuzz {
+    use anyspec_gguf::tokenizer::tokenizer_from_gguf;
+    use anyspec_gguf::{GgufFile, GgufWriter, MetadataValue};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just(" ".to_string()),
+            Just("▁".to_string()),
+            Just("Ġ".to_string()),
+            Just("<0x41>".to_string()),
+            Just("$A".to_string()),
+            "[ab1 ]{1,3}",
+            ".{0,4}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(Config {
+            cases: 400,
+            rng_seed: RngSeed::Fixed(0x746f6b),
+            failure_persistence: None,
+            ..Config::default()
+        })]
+
+        /// Random small vocabularies build a tokenizer or give an error; neither building nor
+        /// encoding and decoding panics.
+        #[test]
+        fn random_vocabularies_never_panic(
+            tokens in proptest::collection::vec(piece(), 1..12),
+            types in proptest::collection::vec(0i32..8, 1..12),
+            merges in proptest::collection::vec((piece(), piece()), 0..6),
+            model in prop_oneof![Just("gpt2"), Just("llama")],
+            pre in prop_oneof![Just("gpt2"), Just("smollm"), Just("llama-bpe"), Just("qwen2"), Just("x")],
+            bos in 0u32..14,
+            add_bos in any::<bool>(),
+            text in ".{0,24}",
+        ) {
+            let n = tokens.len();
+            let mut types = types;
+            types.resize(n, 1);
+            let mut w = GgufWriter::new();
+            w.metadata("tokenizer.ggml.model", model.into())
+                .metadata("tokenizer.ggml.pre", pre.into())
+                .metadata("tokenizer.ggml.tokens", tokens.clone().into())
+                .metadata(
+                    "tokenizer.ggml.token_type",
+                    MetadataValue::Array(types.iter().map(|&t| MetadataValue::I32(t)).collect()),
+                )
+                .metadata(
+                    "tokenizer.ggml.merges",
+                    merges.iter().map(|(a, b)| format!("{a} {b}")).collect::<Vec<_>>().into(),
+                )
+                .metadata(
+                    "tokenizer.ggml.scores",
+                    MetadataValue::Array((0..n).map(|i| MetadataValue::F32(-(i as f32))).collect()),
+                )
+                .metadata("tokenizer.ggml.bos_token_id", MetadataValue::U32(bos))
+                .metadata("tokenizer.ggml.add_bos_token", add_bos.into());
+            let file = GgufFile::from_bytes(w.try_to_bytes().unwrap()).unwrap();
+            if let Ok(tok) = tokenizer_from_gguf(&file) {
+                prop_assert!((bos as usize) < n);
+                if let Ok(enc) = tok.tokenizer.encode(text.as_str(), true) {
+                    for &id in enc.get_ids() {
+                        prop_assert!((id as usize) < n, "id {} of {} tokens", id, n);
+                    }
+                    let _ = tok.tokenizer.decode(enc.get_ids(), false);
+                }
+            }
+        }
+    }
+}
