@@ -14,6 +14,11 @@ pub enum Kernel {
     /// and multiply-added into every activation row. Exact with respect to the file's weights
     /// (up to the order of f32 additions).
     Avx2,
+    /// x86-64 AVX2 + FMA with 8-bit activations, llama.cpp's design: the activations are
+    /// quantized per 32-block once per product (as llama.cpp's `quantize_row_q8_0`/`q8_1` do)
+    /// and meet `Q4_0`/`Q4_1`/`Q8_0` weight blocks in integer dot products. Cheaper per weight,
+    /// not bit-exact to the f32 reference. Other formats use [`Kernel::Avx2`].
+    Avx2Q8,
 }
 
 impl Kernel {
@@ -26,7 +31,7 @@ impl Kernel {
     pub fn is_supported(self) -> bool {
         match self {
             Kernel::Scalar => true,
-            Kernel::Avx2 => avx2_supported(),
+            Kernel::Avx2 | Kernel::Avx2Q8 => avx2_supported(),
         }
     }
 
@@ -34,9 +39,19 @@ impl Kernel {
         if self.is_supported() { Ok(()) } else { Err(Error::UnsupportedKernel { kernel: self }) }
     }
 
-    /// Work done once per product before the rows are shared out (nothing yet).
-    pub(crate) fn prepare(self, _format: WeightFormat, _x: &[f32], _m: usize, _cols: usize) -> Prepared {
-        Prepared
+    /// Work done once per product before the rows are shared out: the quantized activations
+    /// of [`Kernel::Avx2Q8`].
+    pub(crate) fn prepare(self, format: WeightFormat, x: &[f32], m: usize, cols: usize) -> Prepared {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2Q8 if crate::sys::avx2_q8::handles(format) => {
+                Prepared(crate::sys::avx2_q8::quantize_x(format, x, m, cols))
+            }
+            _ => {
+                let _ = (format, x, m, cols);
+                Prepared(None)
+            }
+        }
     }
 
     /// `out[i] = Σ_k row[k] · x[i*cols + k]`, `out.len()` ≤ [`MAX_M`](crate::matrix::MAX_M).
@@ -46,22 +61,32 @@ impl Kernel {
         self,
         format: WeightFormat,
         row: RowRef<'_>,
-        _prepared: &Prepared,
+        prepared: &Prepared,
         x: &[f32],
-        _first: usize,
+        first: usize,
         cols: usize,
         out: &mut [f32],
     ) {
-        match self {
+        match (self, row, &prepared.0) {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => crate::sys::avx2::dot_row(format, row, x, cols, out),
-            _ => crate::scalar::dot_row(format, row, x, cols, out),
+            (Kernel::Avx2Q8, RowRef::Blocks(bytes), Some(xq)) => {
+                crate::sys::avx2_q8::dot_row(format, bytes, xq, first, out)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2 | Kernel::Avx2Q8, _, _) => crate::sys::avx2::dot_row(format, row, x, cols, out),
+            _ => {
+                let _ = first;
+                crate::scalar::dot_row(format, row, x, cols, out)
+            }
         }
     }
 }
 
 /// Per-product data computed before the rows are shared out.
-pub(crate) struct Prepared;
+pub(crate) struct Prepared(
+    #[cfg(target_arch = "x86_64")] Option<crate::sys::avx2_q8::QuantizedX>,
+    #[cfg(not(target_arch = "x86_64"))] Option<()>,
+);
 
 #[cfg(target_arch = "x86_64")]
 fn avx2_supported() -> bool {
