@@ -141,6 +141,7 @@ pub(crate) fn dot_row(format: WeightFormat, row: &[u8], xq: &QuantizedX, first: 
 
 /// # Safety
 /// AVX2/FMA/F16C available; the lengths checked in [`dot_row`].
+#[allow(clippy::needless_range_loop)] // `i` indexes the accumulators and the activation rows
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot<const M: usize>(format: WeightFormat, row: &[u8], xq: &QuantizedX, first: usize, out: &mut [f32]) {
     let cols = xq.cols;
