@@ -1,4 +1,6 @@
-//! Prints a GGUF file's metadata (arrays abbreviated) and tensor infos: `cargo run -p anyspec-gguf --example dump_metadata -- FILE`.
+//! Prints a GGUF file's metadata (arrays abbreviated), its first tensor infos and, when the
+//! metadata has one, a summary of its tokenizer:
+//! `cargo run -p anyspec-gguf --example dump_metadata -- FILE.gguf`.
 #![allow(clippy::print_stdout)]
 
 use anyspec_gguf::{GgufFile, MetadataValue};
@@ -18,6 +20,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for t in file.tensors().iter().take(12) {
         println!("{} {:?} {} @{}", t.name, t.dims, t.ggml_type, t.offset);
+    }
+    if file.get("tokenizer.ggml.model").is_some() {
+        let tok = anyspec_gguf::tokenizer::tokenizer_from_gguf(&file)?;
+        println!(
+            "tokenizer: {} tokens, bos {:?}, eos {:?}, add_bos {}",
+            tok.tokenizer.get_vocab_size(true),
+            tok.bos,
+            tok.eos,
+            tok.add_bos
+        );
     }
     Ok(())
 }

@@ -16,6 +16,9 @@
 //!   tensor is checked even when anyspec cannot compute with its type.
 //! - [`MetadataValue`] is one metadata value.
 //! - [`GgufWriter`] writes GGUF v3 files for tests and fixtures.
+//! - [`tokenizer::tokenizer_from_gguf`] builds the model's tokenizer (a Hugging Face
+//!   [`tokenizers::Tokenizer`]) from the `tokenizer.*` metadata, and
+//!   [`tokenizer::apply_chat_template`] renders a one-turn chat prompt.
 //! - [`check_bytes`] parses and validates everything without a file: the entry point for fuzzing.
 //!
 //! # Example
@@ -42,6 +45,31 @@
 //! // Errors name the key and the types.
 //! let err = file.get_str("llama.block_count").unwrap_err();
 //! assert!(err.to_string().contains("should be a string, found u32"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The tokenizer
+//!
+//! ```
+//! use anyspec_gguf::tokenizer::tokenizer_from_gguf;
+//! use anyspec_gguf::{GgufFile, GgufWriter, MetadataValue};
+//!
+//! # fn main() -> anyspec_gguf::Result<()> {
+//! let mut writer = GgufWriter::new();
+//! writer
+//!     .metadata("tokenizer.ggml.model", "gpt2".into())
+//!     .metadata("tokenizer.ggml.pre", "smollm".into())
+//!     .metadata("tokenizer.ggml.tokens", vec!["<|im_start|>", "h", "i", "hi"].into())
+//!     // Token type 3 (control) makes "<|im_start|>" one token wherever it appears.
+//!     .metadata("tokenizer.ggml.token_type", MetadataValue::Array(
+//!         [3, 1, 1, 1].map(MetadataValue::I32).to_vec(),
+//!     ))
+//!     .metadata("tokenizer.ggml.merges", vec!["h i"].into());
+//! let file = GgufFile::from_bytes(writer.to_bytes())?;
+//! let tok = tokenizer_from_gguf(&file)?;
+//! let ids = tok.tokenizer.encode("<|im_start|>hi", false).expect("encodes");
+//! assert_eq!(ids.get_ids(), [0, 3]);
 //! # Ok(())
 //! # }
 //! ```
@@ -80,9 +108,22 @@ pub use writer::GgufWriter;
 /// When the metadata describes a tokenizer (`tokenizer.ggml.model`), the tokenizer is built
 /// too, which checks the vocabulary, the merges and the special-token ids.
 pub fn check_bytes(bytes: &[u8]) -> Result<()> {
-    let file = GgufFile::from_bytes(bytes.to_vec())?;
-    if file.get("tokenizer.ggml.model").is_some() {
+    let parsed = parse::parse(bytes, file::IN_MEMORY)?;
+    if parsed.key_index.contains_key("tokenizer.ggml.model") {
+        // Only the tokenizer check needs a `GgufFile`, which owns its bytes.
+        let file = GgufFile::from_bytes(bytes.to_vec())?;
         tokenizer::tokenizer_from_gguf(&file)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The loader shares one file between threads.
+    #[test]
+    fn gguf_file_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::GgufFile>();
+        check::<super::tokenizer::GgufTokenizer>();
+    }
 }

@@ -10,7 +10,7 @@
 //!   [`pre_tokenizer_for`] maps the same names to the pre-tokenizers of the models' own
 //!   `tokenizer.json`, so that encoding matches the original model's tokenizer.
 //! - `"llama"`: SentencePiece vocabularies with `tokenizer.ggml.scores`, built as transformers'
-//!   GGUF converter builds them (see [`spm`]).
+//!   GGUF converter builds them: merges derived from the scores (the `spm` module's docs say how).
 //!
 //! Tokens whose `tokenizer.ggml.token_type` is 3 (control) or 4 (user-defined) become added
 //! tokens, matched in the text before pre-tokenization, so `<|im_start|>` encodes as one id.
@@ -371,6 +371,29 @@ mod tests {
         assert_eq!(split_merge("ab"), None);
         assert_eq!(split_merge("a "), None);
         assert_eq!(split_merge(""), None);
+    }
+
+    /// The words `pre` splits `text` into, in byte-level form (a space shows as `Ġ`).
+    fn words(pre: &str, text: &str) -> Vec<String> {
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+        let mut s = PreTokenizedString::from(text);
+        pre_tokenizer_for(pre).unwrap().pre_tokenize(&mut s).unwrap();
+        s.get_splits(OffsetReferential::Original, OffsetType::Byte).into_iter().map(|(w, _, _)| w.to_string()).collect()
+    }
+
+    #[test]
+    fn pre_types_split_digits_as_their_models_do() {
+        assert_eq!(words("gpt2", "x 12345"), ["x", "Ġ12345"]);
+        assert_eq!(words("smollm", "x 12345"), ["x", "Ġ", "1", "2", "3", "4", "5"]);
+        assert_eq!(words("llama3", "x 12345"), ["x", "Ġ", "123", "45"]);
+        assert_eq!(words("qwen2", "x 12"), ["x", "Ġ", "1", "2"]);
+    }
+
+    #[test]
+    fn llama3_keeps_newlines_apart_and_attaches_punctuation_to_words() {
+        assert_eq!(words("llama-bpe", "a\n\n b"), ["a", "ĊĊ", "Ġb"]);
+        assert_eq!(words("llama3", ".Hello"), [".Hello"]);
+        assert_eq!(words("gpt2", ".Hello"), [".", "Hello"]);
     }
 
     #[test]
