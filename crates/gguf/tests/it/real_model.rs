@@ -61,4 +61,29 @@ fn smollm2_tensors() {
     assert_eq!(q.ggml_type, GgmlType::Q4_1);
     let norm = file.tensor("output_norm.weight").unwrap();
     assert_eq!((norm.dims.as_slice(), norm.ggml_type), (&[576][..], GgmlType::F32));
+    // The output projection is tied to the embedding: there is no output.weight.
+    assert!(file.tensor("output.weight").is_none());
+}
+
+#[test]
+fn smollm2_layout_and_values() {
+    let Some(path) = model_path() else { return };
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.bytes().len(), 98_362_432);
+    assert_eq!((file.alignment(), file.data_offset()), (32, 1_785_664));
+    // llama.cpp writes the data in tensor-info order, each tensor padded to the alignment.
+    let mut next = file.data_offset();
+    for t in file.tensors() {
+        assert_eq!(t.offset, next, "{}", t.name);
+        next = (t.offset + t.byte_len()).next_multiple_of(32);
+    }
+    assert_eq!(next, file.bytes().len() as u64);
+    // Every F32 tensor (the norms) holds finite values, and RMSNorm gains are mostly positive.
+    for t in file.tensors().iter().filter(|t| t.ggml_type == GgmlType::F32) {
+        let values: Vec<f32> =
+            file.tensor_data(t).chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert!(values.iter().all(|v| v.is_finite()), "{}", t.name);
+        let positive = values.iter().filter(|&&v| v > 0.0).count();
+        assert!(positive * 2 > values.len(), "{}", t.name);
+    }
 }
