@@ -61,8 +61,12 @@ fn chatml_default_system(template: &str) -> Option<String> {
     while let Some(at) = rest.find(OPEN) {
         let after = &rest[at + OPEN.len()..];
         rest = after;
-        let body = after.strip_prefix('\n').or_else(|| after.strip_prefix("\\n"))?;
-        let end = body.find("<|im_end|>")?;
+        let Some(body) = after.strip_prefix('\n').or_else(|| after.strip_prefix("\\n")) else {
+            continue;
+        };
+        let Some(end) = body.find("<|im_end|>") else {
+            continue;
+        };
         let text = &body[..end];
         // A literal, not an expression that splices in the conversation's own system message.
         if text.is_empty() || text.contains(['\'', '"', '{', '}', '+']) {
@@ -96,6 +100,23 @@ mod tests {
         assert_eq!(chatml_default_system(t).as_deref(), Some("You are Qwen."));
         let spliced = r"{{ '<|im_start|>system\n' + message['content'] + '<|im_end|>' }}";
         assert_eq!(chatml_default_system(spliced), None);
+    }
+
+    #[test]
+    fn the_default_is_found_after_other_system_blocks() {
+        // Qwen 2.5's template opens a system block for tools first, then splices the
+        // conversation's system message, and only then writes its default.
+        let qwen25 = concat!(
+            r"{%- if tools %}{{- '<|im_start|>system' }}{%- if messages[0]['role'] == 'system' %}",
+            r"{{- messages[0]['content'] }}{%- endif %}{%- else %}{%- if messages[0]['role'] == 'system' %}",
+            r"{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}{%- else %}",
+            r"{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}",
+            r"{%- endif %}{%- endif %}",
+        );
+        assert_eq!(
+            chatml_default_system(qwen25).as_deref(),
+            Some("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
+        );
     }
 
     #[test]

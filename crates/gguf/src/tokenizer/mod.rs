@@ -62,6 +62,9 @@ pub struct GgufTokenizer {
     pub bos: Option<u32>,
     /// `tokenizer.ggml.eos_token_id`.
     pub eos: Option<u32>,
+    /// `tokenizer.ggml.eot_token_id`: the end of a chat turn, where it differs from `eos`
+    /// (Llama 3's `<|eot_id|>`); generation should stop at either.
+    pub eot: Option<u32>,
     /// `tokenizer.ggml.add_bos_token` (when absent: true for `"llama"` vocabularies, false for
     /// `"gpt2"` ones, as llama.cpp defaults).
     pub add_bos: bool,
@@ -151,6 +154,7 @@ pub fn tokenizer_from_gguf(file: &GgufFile) -> Result<GgufTokenizer> {
     };
     let bos = special_id("tokenizer.ggml.bos_token_id")?;
     let eos = special_id("tokenizer.ggml.eos_token_id")?;
+    let eot = special_id("tokenizer.ggml.eot_token_id")?;
     let unk = special_id("tokenizer.ggml.unknown_token_id")?;
     let add_bos_default = model == "llama";
     let add_bos = match file.get("tokenizer.ggml.add_bos_token") {
@@ -199,7 +203,7 @@ pub fn tokenizer_from_gguf(file: &GgufFile) -> Result<GgufTokenizer> {
         None => None,
         Some(_) => Some(file.get_str("tokenizer.chat_template")?.to_string()),
     };
-    Ok(GgufTokenizer { tokenizer, bos, eos, add_bos, chat_template })
+    Ok(GgufTokenizer { tokenizer, bos, eos, eot, add_bos, chat_template })
 }
 
 /// [`tokenizer_from_gguf`], then checks that the vocabulary has `expected_vocab` tokens (the

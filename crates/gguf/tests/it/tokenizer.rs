@@ -42,7 +42,7 @@ fn encode(tok: &tokenizers::Tokenizer, text: &str) -> Vec<u32> {
 fn byte_level_bpe_merges_and_splits_special_tokens() {
     let file = open(&tiny_gpt2("gpt2"));
     let tok = tokenizer_from_gguf(&file).unwrap();
-    assert_eq!((tok.bos, tok.eos, tok.add_bos), (Some(0), Some(0), false));
+    assert_eq!((tok.bos, tok.eos, tok.eot, tok.add_bos), (Some(0), Some(0), None, false));
     assert_eq!(encode(&tok.tokenizer, "ab ab"), [7, 8]);
     assert_eq!(encode(&tok.tokenizer, "<|im_start|>ab"), [1, 7]);
     // GPT-2's pre-tokenizer keeps digit runs together, so "12" merges.
@@ -62,9 +62,11 @@ fn smollm_pre_type_splits_digits() {
 #[test]
 fn add_bos_prepends_bos_when_asked() {
     let mut w = tiny_gpt2("gpt2");
-    w.metadata("tokenizer.ggml.add_bos_token", true.into());
+    w.metadata("tokenizer.ggml.add_bos_token", true.into())
+        .metadata("tokenizer.ggml.eot_token_id", MetadataValue::U32(1));
     let tok = tokenizer_from_gguf(&open(&w)).unwrap();
     assert!(tok.add_bos);
+    assert_eq!(tok.eot, Some(1));
     assert_eq!(tok.tokenizer.encode("ab", true).unwrap().get_ids(), [0, 7]);
     assert_eq!(tok.tokenizer.encode("ab", false).unwrap().get_ids(), [7]);
 }
