@@ -81,7 +81,13 @@
 //!   the data section as the file stores them.
 //! - Hostile input cannot make the parser panic or allocate without bound: every count and
 //!   length is checked against the bytes left before anything is allocated, and arrays nest at
-//!   most [`MAX_ARRAY_DEPTH`] deep.
+//!   most [`MAX_ARRAY_DEPTH`] deep. Parsed metadata takes at most about 32 bytes of memory per
+//!   byte of file (a one-byte array element becomes a [`MetadataValue`]); tensor data is never
+//!   copied.
+//! - The tokenizer of a `gpt2` vocabulary depends on `tokenizer.ggml.pre`, a name llama.cpp
+//!   maps to regular expressions; [`tokenizer::pre_tokenizer_for`] lists the names this crate
+//!   knows. An unknown name gets llama.cpp's default, which may split text differently from the
+//!   model's own tokenizer.
 //! - A mapped file must not be modified in place while open (see [`GgufFile::open`]).
 
 mod error;

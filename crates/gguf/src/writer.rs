@@ -10,7 +10,9 @@ use crate::parse::{DEFAULT_ALIGNMENT, MAGIC, check_shape};
 use crate::value::{MAX_ARRAY_DEPTH, MetadataValue, type_id};
 
 /// Builds a GGUF v3 file: metadata in insertion order, then tensors, each aligned to
-/// `general.alignment` (a `U32` metadata value; 32 when absent).
+/// `general.alignment` (a `U32` metadata value; 32 when absent). A `general.alignment` that is
+/// not a power-of-two `U32` is written as given, with the data aligned to 32, so that tests can
+/// build files a reader must refuse.
 ///
 /// The layout is the one llama.cpp writes: tensor data in the order the tensors were added,
 /// each padded to the alignment, so files from this writer open in llama.cpp and gguf-py.
