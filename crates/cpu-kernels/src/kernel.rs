@@ -1,7 +1,7 @@
 //! [`Kernel`]: which implementation computes the products, and its dispatch.
 
 use crate::format::WeightFormat;
-use crate::matrix::RowRef;
+use crate::matrix::Rows;
 use crate::{Error, Result};
 
 /// Which implementation computes a [`Matrix`](crate::Matrix)'s products.
@@ -22,9 +22,11 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU supports (detected at run time).
+    /// The fastest kernel this CPU supports (detected at run time): [`Kernel::Avx2Q8`] on
+    /// x86-64 with AVX2, FMA and F16C (it is [`Kernel::Avx2`] for the formats it does not
+    /// handle), else [`Kernel::Scalar`].
     pub fn best() -> Kernel {
-        if Kernel::Avx2.is_supported() { Kernel::Avx2 } else { Kernel::Scalar }
+        if Kernel::Avx2Q8.is_supported() { Kernel::Avx2Q8 } else { Kernel::Scalar }
     }
 
     /// Whether this CPU has the kernel's instructions.
@@ -54,29 +56,35 @@ impl Kernel {
         }
     }
 
-    /// `out[i] = Σ_k row[k] · x[i*cols + k]`, `out.len()` ≤ [`MAX_M`](crate::matrix::MAX_M).
-    /// `first` is the index of `x`'s first row among all activation rows of the product.
+    /// For every output `j` of `rows`: `outs[i][j - rows.start] = Σ_k W[row j, k] · x[i*cols + k]`
+    /// for the `outs.len()` ≤ [`MAX_M`](crate::matrix::MAX_M) activation rows of `x`. `first` is
+    /// the index of `x`'s first row among all activation rows of the product.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn dot_row(
+    pub(crate) fn dot_rows(
         self,
         format: WeightFormat,
-        row: RowRef<'_>,
+        rows: Rows<'_>,
         prepared: &Prepared,
         x: &[f32],
         first: usize,
         cols: usize,
-        out: &mut [f32],
+        outs: &mut [&mut [f32]],
     ) {
-        match (self, row, &prepared.0) {
+        match (self, &prepared.0) {
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2Q8, RowRef::Blocks(bytes), Some(xq)) => {
-                crate::sys::avx2_q8::dot_row(format, bytes, xq, first, out)
-            }
+            (Kernel::Avx2Q8, Some(xq)) => crate::sys::avx2_q8::dot_rows(format, rows, xq, first, outs),
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2 | Kernel::Avx2Q8, _, _) => crate::sys::avx2::dot_row(format, row, x, cols, out),
+            (Kernel::Avx2 | Kernel::Avx2Q8, _) => crate::sys::avx2::dot_rows(format, rows, x, cols, outs),
             _ => {
                 let _ = first;
-                crate::scalar::dot_row(format, row, x, cols, out)
+                let mut out = [0.0f32; crate::matrix::MAX_M];
+                let out = &mut out[..outs.len()];
+                for j in rows.start..rows.end {
+                    crate::scalar::dot_row(format, rows.get(j), x, cols, out);
+                    for (o, &v) in outs.iter_mut().zip(out.iter()) {
+                        o[j - rows.start] = v;
+                    }
+                }
             }
         }
     }

@@ -1,22 +1,111 @@
 //! CPU matrix kernels for decoding: a weight matrix in f32, f16, bf16 or a GGML quantized
-//! format, multiplied by 1 to 8 activation rows in one pass over the weights.
+//! format (`Q8_0`, `Q4_0`, `Q4_1`, `Q4_K`, `Q6_K`), multiplied by 1 to 8 activation rows in one
+//! pass over the weights, with SIMD where the CPU has it and on every core.
 //!
-//! (The full guide is being written.)
+//! This is the linear layer of the native CPU runtime (`anyspec-models`): every projection of
+//! a Llama block and the LM head. Pure Rust, no tensor library.
+//!
+//! # Example
 //!
 //! ```
-//! use anyspec_cpu_kernels::{Matrix, Threads, WeightFormat, quantize};
+//! use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat, quantize};
 //! # fn main() -> anyspec_cpu_kernels::Result<()> {
-//! let (rows, cols) = (4, 64);
+//! let (rows, cols) = (4, 64); // 4 outputs, 64 inputs: PyTorch's Linear.weight [out, in]
 //! let w: Vec<f32> = (0..rows * cols).map(|i| (i % 7) as f32 - 3.0).collect();
-//! let matrix = Matrix::from_bytes(WeightFormat::Q8_0, rows, cols, &quantize(WeightFormat::Q8_0, &w)?)?;
-//! let x = vec![1.0f32; 2 * cols]; // two activation rows
-//! let mut y = vec![0.0f32; 2 * rows];
-//! matrix.matmul(&x, &mut y, &Threads::new(2)?)?;
-//! let exact: f32 = matrix.to_f32()[..cols].iter().sum();
-//! assert!((y[0] - exact).abs() < 1e-4);
+//! let bytes = quantize(WeightFormat::Q4_1, &w)?; // what a GGUF file would hold
+//! let mut matrix = Matrix::from_bytes(WeightFormat::Q4_1, rows, cols, &bytes)?;
+//! let threads = Threads::new(2)?; // build once, share with every matrix
+//!
+//! let x = vec![0.5f32; 3 * cols]; // three activation rows: a draft of two tokens + one
+//! let mut y = vec![0.0f32; 3 * rows];
+//! matrix.matmul(&x, &mut y, &threads)?; // y[m * rows + n] = Σ_k x[m * cols + k] · W[n, k]
+//!
+//! // The exact-weights kernel agrees with the dequantized matrix to f32 rounding (the default
+//! // one rounds the activations to 8 bits, like llama.cpp).
+//! matrix.set_kernel(Kernel::Avx2).or_else(|_| matrix.set_kernel(Kernel::Scalar))?;
+//! matrix.matmul(&x, &mut y, &threads)?;
+//! let exact: f32 = matrix.to_f32()[..cols].iter().map(|w| 0.5 * w).sum();
+//! assert!((y[0] - exact).abs() <= 1e-4 * exact.abs().max(1.0));
+//!
+//! // A shortlist of output rows (a pruned LM head), gathered in place.
+//! let mut top = vec![0.0f32; 3 * 2];
+//! matrix.matmul_rows(&x, &[3, 0], &mut top, &threads)?;
+//! assert_eq!(top[1], y[0]);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Formats
+//!
+//! [`WeightFormat`] names ggml's block layouts byte for byte (`ggml-common.h`): a GGUF tensor's
+//! data is handed to [`Matrix::from_bytes`] as it lies in the file. [`dequantize`] is the
+//! reference: scalar code that follows ggml's `dequantize_row_*` operation by operation (f32
+//! products and sums, rounded separately, no fused multiply-add), which is also what gguf-py
+//! (and transformers loading a GGUF) computes. [`quantize`] is ggml's `quantize_row_*_ref` for
+//! `Q8_0`, `Q4_0` and `Q4_1`, for building test models.
+//!
+//! # Layout, and why repack
+//!
+//! A [`Matrix`] keeps quantized weights quantized (peak memory stays near the file size): rows
+//! of ggml blocks, each row contiguous, so a kernel streams a row front to back and the
+//! hardware prefetcher sees a few sequential streams. [`Matrix::from_bytes_permuted`] reorders
+//! whole rows at load (exact for every format; the loader undoes llama.cpp's Q/K row
+//! permutation with it), and [`Matrix::matmul_rows`] reads any subset of rows without copying
+//! them. f16 and bf16 are widened to f32 once at load: exact, twice the memory, and it saves a
+//! conversion per weight per product (the f32 path is bound by memory reads at M = 1 and by
+//! FMAs at M = 8, so the wider rows cost little where it matters).
+//!
+//! Row-major rather than column panels: with the outputs of one weight row accumulated in M
+//! registers, every weight (or decoded block) is loaded once and used for all M activation
+//! rows, which is what a panel buys, while a row stays gatherable for `matmul_rows`.
+//!
+//! # Kernels
+//!
+//! [`Kernel::best`] picks at run time (`is_x86_feature_detected!`); [`Matrix::set_kernel`]
+//! overrides it. All of them read each weight block once per product and apply it to all
+//! M ≤ 8 activation rows (more rows go in groups of 8 while the weight row is in L1).
+//!
+//! - [`Kernel::Avx2Q8`] (the default on x86-64 with AVX2/FMA/F16C), llama.cpp's design: the
+//!   activations are quantized once per product to 8 bits per 32-block (as llama.cpp's AVX2
+//!   `quantize_row_q8_0`/`q8_1` do), and each `Q4_0`/`Q4_1`/`Q8_0` block meets each activation
+//!   block in an integer dot product (`vpmaddubsw`/`vpmaddwd`), one float scale per block
+//!   pair; a block's nibbles are unpacked once for all rows. Cheapest per weight; not
+//!   bit-exact to the f32 reference, but what llama.cpp computes on the same file. Other
+//!   formats fall through to `Avx2`.
+//! - [`Kernel::Avx2`]: f32 activations; each block is dequantized in registers exactly as
+//!   [`dequantize`] does and multiply-added into every row. Exact with respect to the file's
+//!   weights (up to the order of the f32 additions).
+//! - [`Kernel::Scalar`]: portable Rust for any CPU, and the reference of the tests.
+//!
+//! Every kernel computes an output with the same operations whatever M, the thread count, the
+//! output's position in its chunk, or whether it was gathered: scoring a draft of k tokens
+//! gives bit-identical logits to scoring them one at a time, so greedy decoding with a
+//! drafter equals greedy decoding without one.
+//!
+//! # Threading
+//!
+//! [`Threads`] is a persistent pool (no thread is started per product: a decoding step makes
+//! a couple of hundred products of a few microseconds each). The caller's thread and the
+//! workers split the output rows in chunks (about four per thread, taken from a shared
+//! counter so that a thread slowed by another process does not hold the others up); idle
+//! workers spin for 200 µs, then sleep. Products under 32K multiply-adds run on the caller
+//! alone.
+//!
+//! # GPU backends
+//!
+//! The same operations (a `[rows, cols]` matrix times 1..8 rows, a gathered subset of rows,
+//! one row for an embedding) map onto a GPU backend by dequantizing at load: wgpu/CUDA
+//! backends dequantize each tensor to f16 (or f32) once with [`dequantize`] (or
+//! [`Matrix::to_f32`]) and upload it, and use their own matmul. Quantized GPU kernels can come
+//! later and be tested against the same reference.
+//!
+//! # Quirks
+//!
+//! - `y` may be longer than `M · rows`; only that prefix is written.
+//! - `Avx2Q8` results differ from `Avx2`/`Scalar` by the 8-bit rounding of the activations
+//!   (relative error around 1e-2 of a row's magnitude, like llama.cpp).
+//! - Unsafe code (intrinsics, the pool's lending of a borrowed closure) lives in one private
+//!   module, `sys`.
 
 mod error;
 mod format;

@@ -25,6 +25,25 @@ enum Data {
     Blocks(Vec<u8>),
 }
 
+/// The weight rows of one chunk of outputs: output `j` (in `start..end`) is weight row `j`, or
+/// `select[j]` for a gathered product.
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<'a> {
+    matrix: &'a Matrix,
+    select: Option<&'a [u32]>,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// The weight row of output `j`.
+    #[inline]
+    pub(crate) fn get(&self, j: usize) -> RowRef<'a> {
+        let row = self.select.map_or(j, |s| s[j] as usize);
+        self.matrix.row_ref(row)
+    }
+}
+
 /// One stored row, as a kernel reads it.
 #[derive(Clone, Copy)]
 pub(crate) enum RowRef<'a> {
@@ -244,7 +263,7 @@ impl Matrix {
     pub fn matmul(&self, x: &[f32], y: &mut [f32], threads: &Threads) -> Result<()> {
         let m = self.activation_rows(x)?;
         self.check_y(y, m * self.rows)?;
-        self.run(x, m, self.rows, &|j| j, &mut y[..m * self.rows], threads);
+        self.run(x, m, self.rows, None, &mut y[..m * self.rows], threads);
         Ok(())
     }
 
@@ -258,7 +277,7 @@ impl Matrix {
         }
         let n = select.len();
         self.check_y(y, m * n)?;
-        self.run(x, m, n, &|j| select[j] as usize, &mut y[..m * n], threads);
+        self.run(x, m, n, Some(select), &mut y[..m * n], threads);
         Ok(())
     }
 
@@ -276,17 +295,9 @@ impl Matrix {
         Ok(())
     }
 
-    /// Computes outputs `0..n` (output `j` is weight row `row_of(j)`) for `m` activation rows
+    /// Computes outputs `0..n` (output `j` is weight row `j` or `select[j]`) for `m` activation rows
     /// into `y` (`[m, n]`), sharing output rows among the threads in chunks.
-    fn run(
-        &self,
-        x: &[f32],
-        m: usize,
-        n: usize,
-        row_of: &(dyn Fn(usize) -> usize + Sync),
-        y: &mut [f32],
-        threads: &Threads,
-    ) {
+    fn run(&self, x: &[f32], m: usize, n: usize, select: Option<&[u32]>, y: &mut [f32], threads: &Threads) {
         if m == 0 || n == 0 {
             return;
         }
@@ -294,7 +305,7 @@ impl Matrix {
         let macs = n.saturating_mul(self.cols).saturating_mul(m);
         if threads.count() == 1 || macs < PARALLEL_MIN_MACS {
             let mut outs: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
-            self.compute(&prepared, x, m, 0..n, row_of, &mut outs);
+            self.compute(&prepared, x, m, 0..n, select, &mut outs);
             return;
         }
         // About four chunks per thread, so that a thread slowed by another process does not
@@ -318,7 +329,7 @@ impl Matrix {
                 let mut outs = parts[c].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let start = c * chunk;
                 let end = (start + chunk).min(n);
-                self.compute(&prepared, x, m, start..end, row_of, &mut outs);
+                self.compute(&prepared, x, m, start..end, select, &mut outs);
             }
         });
     }
@@ -330,29 +341,22 @@ impl Matrix {
         x: &[f32],
         m: usize,
         range: std::ops::Range<usize>,
-        row_of: &(dyn Fn(usize) -> usize + Sync),
+        select: Option<&[u32]>,
         outs: &mut [&mut [f32]],
     ) {
-        let start = range.start;
+        let rows = Rows { matrix: self, select, start: range.start, end: range.end };
         let format = self.stored_format();
-        let mut acc = [0.0f32; MAX_M];
-        for j in range {
-            let row = self.row_ref(row_of(j));
-            for g in (0..m).step_by(MAX_M) {
-                let rows = (m - g).min(MAX_M);
-                self.kernel.dot_row(
-                    format,
-                    row,
-                    prepared,
-                    &x[g * self.cols..(g + rows) * self.cols],
-                    g,
-                    self.cols,
-                    &mut acc[..rows],
-                );
-                for (i, &v) in acc[..rows].iter().enumerate() {
-                    outs[g + i][j - start] = v;
-                }
-            }
+        for g in (0..m).step_by(MAX_M) {
+            let group = (m - g).min(MAX_M);
+            self.kernel.dot_rows(
+                format,
+                rows,
+                prepared,
+                &x[g * self.cols..(g + group) * self.cols],
+                g,
+                self.cols,
+                &mut outs[g..g + group],
+            );
         }
     }
 }

@@ -11,37 +11,70 @@
 use core::arch::x86_64::*;
 
 use crate::format::{QK, QK_K, WeightFormat, scale_min_k4};
-use crate::matrix::RowRef;
+use crate::matrix::{RowRef, Rows};
 
-/// See [`crate::scalar::dot_row`]: `out[i] = Σ_k row[k] · x[i*cols + k]`, `out.len()` ≤ 8.
-pub(crate) fn dot_row(format: WeightFormat, row: RowRef<'_>, x: &[f32], cols: usize, out: &mut [f32]) {
-    let m = out.len();
-    let row_ok = match row {
-        RowRef::F32(w) => w.len() >= cols,
-        RowRef::Blocks(b) => {
-            cols.is_multiple_of(format.block_len()) && b.len() >= cols / format.block_len() * format.block_bytes()
-        }
-    };
-    // The kernels below read `x[i*cols + k]` for i < m, k < cols and the row's `cols` weights
-    // through raw pointers; these checks are what makes that sound. (The matrix always
-    // passes them; the scalar kernel stands in if it ever did not.)
-    if !row_ok || x.len() < m * cols || m > 8 || !crate::Kernel::Avx2.is_supported() {
-        crate::scalar::dot_row(format, row, x, cols, out);
+/// For every output `j` of `rows`: `outs[i][j - rows.start] = Σ_k W[row j, k] · x[i*cols + k]`,
+/// `outs.len()` ≤ 8 (see [`crate::Kernel::dot_rows`]).
+pub(crate) fn dot_rows(format: WeightFormat, rows: Rows<'_>, x: &[f32], cols: usize, outs: &mut [&mut [f32]]) {
+    let m = outs.len();
+    if x.len() < m * cols || m > 8 || !crate::Kernel::Avx2.is_supported() {
+        scalar_rows(format, rows, x, cols, outs);
         return;
     }
-    // SAFETY: the CPU has AVX2, FMA and F16C (checked just above, a cached load), and the
-    // lengths the kernels rely on were checked just above.
+    // SAFETY: the CPU has AVX2, FMA and F16C and x holds m rows (checked just above).
     unsafe {
         match m {
             0 => {}
-            1 => dot::<1, 4>(format, row, x, cols, out),
-            2 => dot::<2, 4>(format, row, x, cols, out),
-            3 => dot::<3, 2>(format, row, x, cols, out),
-            4 => dot::<4, 2>(format, row, x, cols, out),
-            5 => dot::<5, 1>(format, row, x, cols, out),
-            6 => dot::<6, 1>(format, row, x, cols, out),
-            7 => dot::<7, 1>(format, row, x, cols, out),
-            _ => dot::<8, 1>(format, row, x, cols, out),
+            1 => rows_impl::<1, 1>(format, rows, x, cols, outs),
+            2 => rows_impl::<2, 1>(format, rows, x, cols, outs),
+            3 => rows_impl::<3, 1>(format, rows, x, cols, outs),
+            4 => rows_impl::<4, 1>(format, rows, x, cols, outs),
+            5 => rows_impl::<5, 1>(format, rows, x, cols, outs),
+            6 => rows_impl::<6, 1>(format, rows, x, cols, outs),
+            7 => rows_impl::<7, 1>(format, rows, x, cols, outs),
+            _ => rows_impl::<8, 1>(format, rows, x, cols, outs),
+        }
+    }
+}
+
+fn scalar_rows(format: WeightFormat, rows: Rows<'_>, x: &[f32], cols: usize, outs: &mut [&mut [f32]]) {
+    let mut out = [0.0f32; 8];
+    let out = &mut out[..outs.len().min(8)];
+    for j in rows.start..rows.end {
+        crate::scalar::dot_row(format, rows.get(j), x, cols, out);
+        for (o, &v) in outs.iter_mut().zip(out.iter()) {
+            o[j - rows.start] = v;
+        }
+    }
+}
+
+/// # Safety
+/// AVX2, FMA and F16C available; `x.len() ≥ M·cols`; `outs.len() == M`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_impl<const M: usize, const A: usize>(
+    format: WeightFormat,
+    rows: Rows<'_>,
+    x: &[f32],
+    cols: usize,
+    outs: &mut [&mut [f32]],
+) {
+    let mut out = [0.0f32; M];
+    for j in rows.start..rows.end {
+        let row = rows.get(j);
+        let row_ok = match row {
+            RowRef::F32(w) => w.len() >= cols,
+            RowRef::Blocks(b) => {
+                cols.is_multiple_of(format.block_len()) && b.len() >= cols / format.block_len() * format.block_bytes()
+            }
+        };
+        if row_ok {
+            // SAFETY: features and x checked by the caller, the row's length just above.
+            unsafe { dot::<M, A>(format, row, x, cols, &mut out) };
+        } else {
+            crate::scalar::dot_row(format, row, x, cols, &mut out);
+        }
+        for (o, &v) in outs.iter_mut().zip(out.iter()) {
+            o[j - rows.start] = v;
         }
     }
 }
@@ -52,6 +85,7 @@ pub(crate) fn dot_row(format: WeightFormat, row: RowRef<'_>, x: &[f32], cols: us
 /// # Safety
 /// AVX2, FMA and F16C available; `x.len() ≥ M·cols`; the row holds `cols` weights;
 /// `out.len() == M`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot<const M: usize, const A: usize>(
     format: WeightFormat,
@@ -143,10 +177,20 @@ unsafe fn fma_block<const M: usize, const A: usize, const N: usize>(
     cols: usize,
 ) {
     for (i, acc) in acc.iter_mut().enumerate() {
-        for (j, &w) in v.iter().enumerate() {
-            // SAFETY: per the function's contract.
-            let xv = unsafe { _mm256_loadu_ps(x.add(i * cols + 8 * j)) };
-            acc[j % A] = _mm256_fmadd_ps(w, xv, acc[j % A]);
+        // SAFETY: per the function's contract.
+        let xv = |j: usize| unsafe { _mm256_loadu_ps(x.add(i * cols + 8 * j)) };
+        if A == 1 && N > 1 {
+            // One accumulator per row: sum the block on the side and add it once, so that the
+            // loop-carried chain is one addition per block, not N multiply-adds.
+            let mut t = _mm256_mul_ps(v[0], xv(0));
+            for (j, &w) in v.iter().enumerate().skip(1) {
+                t = _mm256_fmadd_ps(w, xv(j), t);
+            }
+            acc[0] = _mm256_add_ps(acc[0], t);
+        } else {
+            for (j, &w) in v.iter().enumerate() {
+                acc[j % A] = _mm256_fmadd_ps(w, xv(j), acc[j % A]);
+            }
         }
     }
 }
@@ -173,7 +217,9 @@ fn hsum<const A: usize>(acc: &[__m256; A]) -> f32 {
 unsafe fn f16_splat(p: *const u8) -> __m256 {
     // SAFETY: two readable bytes, per the contract.
     let bits = unsafe { p.cast::<u16>().read_unaligned() };
-    _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    // Broadcast the bits, then convert all lanes: `_mm_cvtsi32_si128` invites the compiler to
+    // insert the bits into a live register (a false dependency that serialised blocks).
+    _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
 }
 
 /// f32 of the scalar at `p`.

@@ -14,6 +14,7 @@ use core::arch::x86_64::*;
 use half::f16;
 
 use crate::format::{QK, WeightFormat};
+use crate::matrix::{RowRef, Rows};
 
 /// The activation rows of one product, quantized per 32-block.
 pub(crate) struct QuantizedX {
@@ -105,111 +106,213 @@ fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// `out[i] ≈ Σ_k row[k] · x[(first + i)·cols + k]` with `x` as quantized in `xq`.
-pub(crate) fn dot_row(format: WeightFormat, row: &[u8], xq: &QuantizedX, first: usize, out: &mut [f32]) {
-    let m = out.len();
+/// For every output `j` of `rows`:
+/// `outs[i][j - rows.start] ≈ Σ_k W[row j, k] · x[(first + i)·cols + k]`, with `x` as quantized
+/// in `xq` and `outs.len()` ≤ 8.
+pub(crate) fn dot_rows(format: WeightFormat, rows: Rows<'_>, xq: &QuantizedX, first: usize, outs: &mut [&mut [f32]]) {
+    let m = outs.len();
     let cols = xq.cols;
     let blocks = cols / QK;
-    // The kernels read `blocks` blocks of the row and of activation rows first..first+m
-    // through raw pointers; these checks make that sound.
+    // The kernels read the activation rows first..first+m through raw pointers; these checks
+    // (and the row length checked per row) make that sound.
     let ok = handles(format)
-        && row.len() >= blocks * format.block_bytes()
         && xq.qs.len() >= (first + m) * cols
         && xq.d.len() >= (first + m) * blocks
         && xq.s.len() >= (first + m) * blocks
         && m <= 8
         && crate::Kernel::Avx2Q8.is_supported();
     if !ok {
-        out.fill(f32::NAN);
+        outs.iter_mut().for_each(|o| o.fill(f32::NAN));
         return;
     }
     // SAFETY: features and lengths checked just above.
     unsafe {
         match m {
             0 => {}
-            1 => dot::<1>(format, row, xq, first, out),
-            2 => dot::<2>(format, row, xq, first, out),
-            3 => dot::<3>(format, row, xq, first, out),
-            4 => dot::<4>(format, row, xq, first, out),
-            5 => dot::<5>(format, row, xq, first, out),
-            6 => dot::<6>(format, row, xq, first, out),
-            7 => dot::<7>(format, row, xq, first, out),
-            _ => dot::<8>(format, row, xq, first, out),
+            1 => rows_impl::<1, 1>(format, rows, xq, first, outs),
+            2 => rows_impl::<2, 1>(format, rows, xq, first, outs),
+            3 => rows_impl::<3, 1>(format, rows, xq, first, outs),
+            4 => rows_impl::<4, 1>(format, rows, xq, first, outs),
+            5 => rows_impl::<5, 1>(format, rows, xq, first, outs),
+            6 => rows_impl::<6, 1>(format, rows, xq, first, outs),
+            7 => rows_impl::<7, 1>(format, rows, xq, first, outs),
+            _ => rows_impl::<8, 1>(format, rows, xq, first, outs),
         }
     }
 }
 
+/// Per-row scratch: the scales of a segment of blocks.
+struct Scratch {
+    d_bits: [u16; SEGMENT],
+    m_bits: [u16; SEGMENT],
+    dw: [f32; SEGMENT],
+    mw: [f32; SEGMENT],
+}
+
+/// # Safety
+/// AVX2/FMA/F16C available; the lengths checked in [`dot_rows`].
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_impl<const M: usize, const A: usize>(
+    format: WeightFormat,
+    rows: Rows<'_>,
+    xq: &QuantizedX,
+    first: usize,
+    outs: &mut [&mut [f32]],
+) {
+    let mut scratch = Scratch { d_bits: [0; SEGMENT], m_bits: [0; SEGMENT], dw: [0.0; SEGMENT], mw: [0.0; SEGMENT] };
+    let mut out = [0.0f32; M];
+    let need = xq.cols / QK * format.block_bytes();
+    for j in rows.start..rows.end {
+        match rows.get(j) {
+            RowRef::Blocks(row) if row.len() >= need => {
+                // SAFETY: features and activations checked by the caller, the row just above.
+                unsafe { dot::<M, A>(format, row, xq, first, &mut out, &mut scratch) };
+            }
+            _ => out.fill(f32::NAN),
+        }
+        for (o, &v) in outs.iter_mut().zip(out.iter()) {
+            o[j - rows.start] = v;
+        }
+    }
+}
+
+/// Blocks whose scales are converted together (f16 → f32, eight at a time) before their
+/// quantized values are multiplied; it bounds the stack buffers.
+const SEGMENT: usize = 64;
+
+/// One block of one activation row into an accumulator:
+/// `acc += f32(Σ w·q) · (dw · dx)`, with `w` already unpacked to unsigned bytes (and `q`'s
+/// signs fixed up for `Q8_0`).
+macro_rules! block_dot {
+    ($w:expr, $sign:expr, $qy:expr, $dwv:expr, $dx:expr, $acc:expr, $ones:expr) => {{
+        let qy = $qy;
+        let qy = match $sign {
+            Some(w) => _mm256_sign_epi8(qy, w),
+            None => qy,
+        };
+        let dot = _mm256_madd_epi16(_mm256_maddubs_epi16($w, qy), $ones);
+        let scale = _mm256_mul_ps($dwv, _mm256_set1_ps($dx));
+        $acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, $acc);
+    }};
+}
+
+/// `M` activation rows; `A` accumulator sets (2 when `M` is small, so that consecutive
+/// blocks do not wait on each other's multiply-add).
+///
 /// # Safety
 /// AVX2/FMA/F16C available; the lengths checked in [`dot_row`].
 #[allow(clippy::needless_range_loop)] // `i` indexes the accumulators and the activation rows
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot<const M: usize>(format: WeightFormat, row: &[u8], xq: &QuantizedX, first: usize, out: &mut [f32]) {
+unsafe fn dot<const M: usize, const A: usize>(
+    format: WeightFormat,
+    row: &[u8],
+    xq: &QuantizedX,
+    first: usize,
+    out: &mut [f32; M],
+    scratch: &mut Scratch,
+) {
     let cols = xq.cols;
     let blocks = cols / QK;
     let bb = format.block_bytes();
-    let mut acc = [_mm256_setzero_ps(); M];
-    let mut offset = [0.0f32; M];
+    let (q8, q4_1) = (format == WeightFormat::Q8_0, format == WeightFormat::Q4_1);
+    let qs_at = match format {
+        WeightFormat::Q4_1 => 4,
+        _ => 2,
+    };
+    let mut acc = [[_mm256_setzero_ps(); M]; A];
+    let mut offset = [_mm256_setzero_ps(); M];
+    let mut offset_tail = [0.0f32; M];
     let ones = _mm256_set1_epi16(1);
-    let mask = _mm_set1_epi8(0x0F);
+    let mask = _mm256_set1_epi8(0x0F);
     let rp = row.as_ptr();
     let qp = xq.qs.as_ptr().wrapping_add(first * cols);
     let dp = xq.d.as_ptr().wrapping_add(first * blocks);
     let sp = xq.s.as_ptr().wrapping_add(first * blocks);
+    let Scratch { d_bits, m_bits, dw, mw } = scratch;
     // SAFETY (whole body): block b of the row lies at rp + b·bb (b < blocks); activation row i
-    // has its values at qp + i·cols and its scales at dp/sp + i·blocks, i < M.
+    // (i < M) has its values at qp + i·cols and its scales at dp/sp + i·blocks; the stack
+    // buffers hold SEGMENT values and are indexed below n ≤ SEGMENT (rounded down to 8 for
+    // vector reads).
     unsafe {
-        match format {
-            WeightFormat::Q8_0 => {
-                for b in 0..blocks {
+        for seg in (0..blocks).step_by(SEGMENT) {
+            let n = (blocks - seg).min(SEGMENT);
+            // The scales of the segment's blocks, converted eight at a time.
+            for j in 0..n {
+                let p = rp.add((seg + j) * bb);
+                d_bits[j] = p.cast::<u16>().read_unaligned();
+                if q4_1 {
+                    m_bits[j] = p.add(2).cast::<u16>().read_unaligned();
+                }
+            }
+            for c in (0..n).step_by(8) {
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(d_bits.as_ptr().add(c).cast()));
+                _mm256_storeu_ps(dw.as_mut_ptr().add(c), d);
+                // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
+                let m = if q4_1 {
+                    _mm256_cvtph_ps(_mm_loadu_si128(m_bits.as_ptr().add(c).cast()))
+                } else {
+                    _mm256_mul_ps(d, _mm256_set1_ps(-8.0))
+                };
+                _mm256_storeu_ps(mw.as_mut_ptr().add(c), m);
+            }
+            // The quantized values, block by block: A blocks per step (into A accumulator
+            // sets, a constant index each), then the remaining ones into the first set.
+            macro_rules! one_block {
+                ($j:expr, $a:expr) => {{
+                    let b = seg + $j;
                     let p = rp.add(b * bb);
-                    let dw = _mm256_set1_ps(f16_to_f32(p));
-                    let w = _mm256_loadu_si256(p.add(2).cast());
-                    let aw = _mm256_sign_epi8(w, w);
-                    for i in 0..M {
-                        let qy = _mm256_loadu_si256(qp.add(i * cols + b * QK).cast());
-                        let sy = _mm256_sign_epi8(qy, w);
-                        let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones);
-                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*dp.add(i * blocks + b)));
-                        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[i]);
+                    let dwv = _mm256_set1_ps(dw[$j]);
+                    if q8 {
+                        let w = _mm256_loadu_si256(p.add(2).cast());
+                        let aw = _mm256_sign_epi8(w, w);
+                        for i in 0..M {
+                            let qy = _mm256_loadu_si256(qp.add(i * cols + b * QK).cast());
+                            block_dot!(aw, Some(w), qy, dwv, *dp.add(i * blocks + b), acc[$a][i], ones);
+                        }
+                    } else {
+                        let raw = _mm_loadu_si128(p.add(qs_at).cast());
+                        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw);
+                        let w = _mm256_and_si256(both, mask);
+                        for i in 0..M {
+                            let qy = _mm256_loadu_si256(qp.add(i * cols + b * QK).cast());
+                            block_dot!(w, None::<__m256i>, qy, dwv, *dp.add(i * blocks + b), acc[$a][i], ones);
+                        }
+                    }
+                }};
+            }
+            let mut j = 0;
+            while j + A <= n {
+                for a in 0..A {
+                    one_block!(j + a, a);
+                }
+                j += A;
+            }
+            while j < n {
+                one_block!(j, 0);
+                j += 1;
+            }
+            // The offsets: Σ_b m_b · s_b per activation row, eight blocks at a time.
+            if !q8 {
+                let full = n / 8 * 8;
+                for i in 0..M {
+                    let s_row = sp.add(i * blocks + seg);
+                    for c in (0..full).step_by(8) {
+                        let m = _mm256_loadu_ps(mw.as_ptr().add(c));
+                        offset[i] = _mm256_fmadd_ps(m, _mm256_loadu_ps(s_row.add(c)), offset[i]);
+                    }
+                    for c in full..n {
+                        offset_tail[i] = mw[c].mul_add(*s_row.add(c), offset_tail[i]);
                     }
                 }
             }
-            WeightFormat::Q4_0 | WeightFormat::Q4_1 => {
-                let q4_1 = format == WeightFormat::Q4_1;
-                let qs_at = if q4_1 { 4 } else { 2 };
-                for b in 0..blocks {
-                    let p = rp.add(b * bb);
-                    let d = f16_to_f32(p);
-                    // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: the offset of Q4_1 with m = -8d.
-                    let min = if q4_1 { f16_to_f32(p.add(2)) } else { -8.0 * d };
-                    let dw = _mm256_set1_ps(d);
-                    let raw = _mm_loadu_si128(p.add(qs_at).cast());
-                    let lo = _mm_and_si128(raw, mask);
-                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(raw), mask);
-                    let w = _mm256_set_m128i(hi, lo);
-                    for i in 0..M {
-                        let qy = _mm256_loadu_si256(qp.add(i * cols + b * QK).cast());
-                        let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, qy), ones);
-                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*dp.add(i * blocks + b)));
-                        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[i]);
-                        offset[i] = min.mul_add(*sp.add(i * blocks + b), offset[i]);
-                    }
-                }
-            }
-            _ => {}
         }
     }
     for i in 0..M {
-        out[i] = hsum_ps(acc[i]) + offset[i];
+        let mut v = _mm256_add_ps(acc[0][i], offset[i]);
+        for set in &acc[1..] {
+            v = _mm256_add_ps(v, set[i]);
+        }
+        out[i] = hsum_ps(v) + offset_tail[i];
     }
-}
-
-/// # Safety
-/// F16C available; two readable bytes at `p`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_to_f32(p: *const u8) -> f32 {
-    // SAFETY: per the contract.
-    let bits = unsafe { p.cast::<u16>().read_unaligned() };
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
 }
