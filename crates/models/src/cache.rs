@@ -7,29 +7,24 @@ use burn::Tensor;
 /// Rolling back after a rejection is [`KvCache::truncate`]: positions past the accepted prefix
 /// are dropped and the next forward pass overwrites them.
 #[derive(Clone, Debug)]
-pub struct KvCache {
+pub(crate) struct BurnCache {
     layers: Vec<Option<(Tensor<3>, Tensor<3>)>>,
     len: usize,
 }
 
-impl KvCache {
+impl BurnCache {
     /// An empty cache for a model with `num_layers` layers.
-    pub fn new(num_layers: usize) -> Self {
-        KvCache { layers: vec![None; num_layers], len: 0 }
+    pub(crate) fn new(num_layers: usize) -> Self {
+        BurnCache { layers: vec![None; num_layers], len: 0 }
     }
 
     /// Number of cached positions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Keeps the first `len` positions; a `len` at or past the end changes nothing.
-    pub fn truncate(&mut self, len: usize) {
+    pub(crate) fn truncate(&mut self, len: usize) {
         if len >= self.len {
             return;
         }
@@ -41,11 +36,6 @@ impl KvCache {
             }
         }
         self.len = len;
-    }
-
-    /// Drops every position.
-    pub fn clear(&mut self) {
-        self.truncate(0);
     }
 
     /// Number of layers the cache was made for.

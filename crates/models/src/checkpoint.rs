@@ -1,42 +1,78 @@
-//! A Hugging Face checkpoint directory: `config.json`, safetensors weights, `tokenizer.json`.
+//! A model checkpoint: a Hugging Face directory (`config.json`, safetensors weights,
+//! `tokenizer.json`) or a single GGUF file (metadata, tensors and tokenizer in one).
 
 use std::path::{Path, PathBuf};
 
+use anyspec_gguf::GgufFile;
 use burn::tensor::Device;
 
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
-use crate::llama::Llama;
+use crate::gguf::{GgufWeights, config_from_gguf};
+use crate::model::{Llama, LoadOptions};
 use crate::tokenizer::TextTokenizer;
+use crate::weights::WeightFiles;
 
-/// A checkpoint directory whose configuration has been read and validated.
+/// How the checkpoint is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointFormat {
+    /// A Hugging Face directory with `config.json` and safetensors weights.
+    HuggingFace,
+    /// A GGUF file (llama.cpp's format): quantized weights stay quantized on the native engine.
+    Gguf,
+}
+
+/// A checkpoint whose configuration has been read and validated.
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
-    dir: PathBuf,
+    path: PathBuf,
+    format: CheckpointFormat,
     config: LlamaConfig,
+    /// The GGUF chat template (`tokenizer.chat_template`), if any.
+    chat_template: Option<String>,
 }
 
 impl Checkpoint {
-    /// Reads `dir/config.json`; weights are read by [`Checkpoint::load_model`].
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_owned();
-        let config_path = dir.join("config.json");
+    /// Reads the configuration of a checkpoint directory (`DIR/config.json`) or of a `.gguf`
+    /// file; weights are read by [`Checkpoint::load_model`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        if path.is_file() {
+            if !is_gguf(&path)? {
+                return Err(Error::NotAModel { path });
+            }
+            let file = GgufFile::open(&path)?;
+            let config = config_from_gguf(&file, &path)?;
+            let chat_template = file.get_str("tokenizer.chat_template").ok().map(str::to_owned);
+            return Ok(Checkpoint { path, format: CheckpointFormat::Gguf, config, chat_template });
+        }
+        let config_path = path.join("config.json");
         if !config_path.is_file() {
             return Err(Error::Io {
                 path: config_path,
                 source: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
-                    "not a Hugging Face checkpoint directory (config.json is missing)",
+                    "not a Hugging Face checkpoint directory (config.json is missing) nor a .gguf file",
                 ),
             });
         }
         let config = LlamaConfig::from_file(&config_path)?;
-        Ok(Checkpoint { dir, config })
+        Ok(Checkpoint { path, format: CheckpointFormat::HuggingFace, config, chat_template: None })
     }
 
-    /// The directory.
+    /// The directory or GGUF file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory or GGUF file (kept for callers written before GGUF support).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.path
+    }
+
+    /// How the checkpoint is stored.
+    pub fn format(&self) -> CheckpointFormat {
+        self.format
     }
 
     /// The validated configuration.
@@ -44,13 +80,51 @@ impl Checkpoint {
         &self.config
     }
 
-    /// Loads the weights onto `device`.
-    pub fn load_model(&self, device: &Device) -> Result<Llama> {
-        Llama::load(&self.dir, self.config.clone(), device)
+    /// The chat template stored in a GGUF file, if any.
+    pub fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
     }
 
-    /// Loads `tokenizer.json`.
-    pub fn tokenizer(&self) -> Result<TextTokenizer> {
-        TextTokenizer::from_file(&self.dir.join("tokenizer.json"))
+    /// Loads the weights onto `device` with the default [`LoadOptions`] (the native engine on
+    /// the CPU).
+    pub fn load_model(&self, device: &Device) -> Result<Llama> {
+        self.load_model_with(device, &LoadOptions::default())
     }
+
+    /// Loads the weights onto `device` with the chosen engine, kernel and threads.
+    pub fn load_model_with(&self, device: &Device, options: &LoadOptions) -> Result<Llama> {
+        match self.format {
+            CheckpointFormat::HuggingFace => {
+                Llama::load_from(&mut WeightFiles::open(&self.path)?, self.config.clone(), device, options)
+            }
+            CheckpointFormat::Gguf => {
+                // The map lives only while the weights are read: the engines hold their own
+                // (repacked) copies, so the file's pages are released after loading.
+                let file = GgufFile::open(&self.path)?;
+                let mut weights = GgufWeights::new(&file, &self.path, &self.config);
+                Llama::load_from(&mut weights, self.config.clone(), device, options)
+            }
+        }
+    }
+
+    /// Loads the tokenizer: `tokenizer.json` of a directory, or the one a GGUF file's metadata
+    /// describes (checked against the embedding rows).
+    pub fn tokenizer(&self) -> Result<TextTokenizer> {
+        match self.format {
+            CheckpointFormat::HuggingFace => TextTokenizer::from_file(&self.path.join("tokenizer.json")),
+            CheckpointFormat::Gguf => {
+                let file = GgufFile::open(&self.path)?;
+                TextTokenizer::from_gguf(&file, &self.path, self.config.vocab_size)
+            }
+        }
+    }
+}
+
+/// Whether `path` starts with the GGUF magic (so a renamed file is still recognised).
+fn is_gguf(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let read = file.read(&mut magic).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    Ok(read == 4 && &magic == b"GGUF")
 }

@@ -44,6 +44,31 @@ pub enum Error {
         /// Why it cannot be used.
         reason: &'static str,
     },
+    /// A file given as a model is neither kind of checkpoint.
+    #[error(
+        "{path} is neither a Hugging Face checkpoint directory (with config.json) nor a GGUF file \
+         (.gguf, starting with the bytes GGUF); point to one of those"
+    )]
+    NotAModel {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A GGUF file describes an architecture we do not map.
+    #[error("{path}: architecture {architecture:?} is not supported; supported: {supported}")]
+    UnsupportedArchitecture {
+        /// The file.
+        path: PathBuf,
+        /// `general.architecture`.
+        architecture: String,
+        /// The architectures we map.
+        supported: String,
+    },
+    /// A GGUF file could not be read.
+    #[error(transparent)]
+    Gguf(#[from] anyspec_gguf::Error),
+    /// A CPU kernel refused its input (a weight matrix of the wrong size, say).
+    #[error(transparent)]
+    CpuKernels(#[from] anyspec_cpu_kernels::Error),
     /// No weights were found in the checkpoint directory.
     #[error(
         "no weights in {dir}: expected model.safetensors or model.safetensors.index.json \

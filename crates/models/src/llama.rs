@@ -3,20 +3,20 @@
 //! Batch size is always one (speculative decoding verifies one sequence at a time), so
 //! activations are `[positions, width]` and attention runs per key/value head.
 
-use std::path::Path;
-
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::cache::KvCache;
+use crate::cache::BurnCache;
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
 use crate::rope::Rope;
-use crate::weights::{WeightFiles, transpose};
+use crate::source::WeightSource;
+use crate::weights::transpose;
 
 mod tree;
 
-pub use tree::{TreeCache, TreeNode};
+pub(crate) use tree::BurnTree;
+pub use tree::TreeNode;
 
 /// A `Linear` layer stored as `[in, out]` so that `x.matmul(weight)` needs no transpose.
 #[derive(Clone, Debug)]
@@ -52,9 +52,10 @@ struct Layer {
 /// (see [`Llama::pruned_head`]). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PrunedHead {
-    ids: Vec<u32>,
-    /// `[hidden, ids.len()]`.
-    weight: Tensor<2>,
+    pub(crate) ids: Vec<u32>,
+    /// `[hidden, ids.len()]` on the burn engine; the native engine multiplies the kept rows of
+    /// its head in place and needs no copy.
+    pub(crate) weight: Option<Tensor<2>>,
 }
 
 impl PrunedHead {
@@ -72,6 +73,16 @@ impl PrunedHead {
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
+
+    /// The sliced head of the burn engine, or an error for a head made by a native model.
+    pub(crate) fn burn_weight(&self) -> Result<Tensor<2>> {
+        self.weight.clone().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this pruned head was made by a model on the native CPU engine; make it with the model that uses it"
+                    .into(),
+            )
+        })
+    }
 }
 
 /// The attention block of one layer, as [`Llama::layers`] runs it: `(layer index, layer, normed
@@ -79,9 +90,10 @@ impl PrunedHead {
 /// attention for token trees.
 type Attend<'a> = dyn FnMut(usize, &Layer, Tensor<2>, &Tensor<3>, &Tensor<3>) -> Tensor<2> + 'a;
 
-/// A loaded Llama-family model. Cheap to clone: tensors are reference-counted.
+/// A Llama-family model on the burn engine (any burn device). Cheap to clone: tensors are
+/// reference-counted.
 #[derive(Clone, Debug)]
-pub struct Llama {
+pub(crate) struct BurnLlama {
     config: LlamaConfig,
     device: Device,
     /// The `[vocab, hidden]` embedding matrix, or `None` when it is tied to the LM head: then
@@ -94,22 +106,15 @@ pub struct Llama {
     rope: Rope,
 }
 
-impl Llama {
-    /// Loads the weights of the checkpoint in `dir` (model.safetensors or a sharded index) for
-    /// `config`, converting f16/bf16 to f32.
-    pub fn load(dir: &Path, config: LlamaConfig, device: &Device) -> Result<Self> {
-        let mut files = WeightFiles::open(dir)?;
-        Loader { files: &mut files, config: &config, device, prefix: "" }.load()
+impl BurnLlama {
+    /// Loads the weights from `source` (a safetensors checkpoint or a dequantized GGUF file).
+    pub(crate) fn load_from(source: &mut dyn WeightSource, config: LlamaConfig, device: &Device) -> Result<Self> {
+        Loader { files: source, config: &config, device, prefix: "" }.load()
     }
 
     /// The configuration the model was built from.
-    pub fn config(&self) -> &LlamaConfig {
+    pub(crate) fn config(&self) -> &LlamaConfig {
         &self.config
-    }
-
-    /// The device the weights live on.
-    pub fn device(&self) -> &Device {
-        &self.device
     }
 
     /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and values
@@ -118,7 +123,7 @@ impl Llama {
     ///
     /// One call over k tokens gives the same logits as k calls over one token each: the causal
     /// mask lets position `i` see the cache and the new positions up to `i`.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
+    pub(crate) fn forward(&self, tokens: &[u32], cache: &mut BurnCache, logits_rows: usize) -> Result<Tensor<2>> {
         Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(self.lm_head.clone()))
     }
 
@@ -128,19 +133,20 @@ impl Llama {
     /// A drafter that can only ever use a subset of its vocabulary (the tokens its target also
     /// has, or a frequency shortlist) skips the rest of the LM-head product, the largest single
     /// matrix product of a small model.
-    pub fn forward_pruned(
+    pub(crate) fn forward_pruned(
         &self,
         tokens: &[u32],
-        cache: &mut KvCache,
+        cache: &mut BurnCache,
         logits_rows: usize,
         head: &PrunedHead,
     ) -> Result<Tensor<2>> {
-        Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(head.weight.clone()))
+        let weight = head.burn_weight()?;
+        Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(weight))
     }
 
     /// The `[hidden, kept]` slice of the LM head for the vocabulary rows `ids`, built once and
     /// passed to [`Llama::forward_pruned`] at every step.
-    pub fn pruned_head(&self, ids: &[u32]) -> Result<PrunedHead> {
+    pub(crate) fn pruned_head(&self, ids: &[u32]) -> Result<PrunedHead> {
         if ids.is_empty() {
             return Err(Error::InvalidArgument("a pruned LM head needs at least one vocabulary row".into()));
         }
@@ -149,11 +155,11 @@ impl Llama {
         }
         let index: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [ids.len()]), &self.device);
-        Ok(PrunedHead { ids: ids.to_vec(), weight: self.lm_head.clone().select(1, index) })
+        Ok(PrunedHead { ids: ids.to_vec(), weight: Some(self.lm_head.clone().select(1, index)) })
     }
 
     /// Refuses a cache made for another model (another layer count).
-    pub(crate) fn check_cache(&self, cache: &KvCache) -> Result<()> {
+    pub(crate) fn check_cache(&self, cache: &BurnCache) -> Result<()> {
         if cache.num_layers() != self.config.num_layers {
             return Err(Error::InvalidArgument(format!(
                 "the KV cache was made for {} layers but the model has {}; make it with Llama::new_cache",
@@ -165,7 +171,7 @@ impl Llama {
     }
 
     /// The final-norm hidden states of the last `logits_rows` positions, `[logits_rows, hidden]`.
-    fn final_hidden(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
+    fn final_hidden(&self, tokens: &[u32], cache: &mut BurnCache, logits_rows: usize) -> Result<Tensor<2>> {
         let c = &self.config;
         let len = tokens.len();
         if len == 0 {
@@ -225,8 +231,8 @@ impl Llama {
     }
 
     /// A fresh cache for this model.
-    pub fn new_cache(&self) -> KvCache {
-        KvCache::new(self.config.num_layers)
+    pub(crate) fn new_cache(&self) -> BurnCache {
+        BurnCache::new(self.config.num_layers)
     }
 
     /// Additive mask `[len, start + len]`: 0 where query `start + i` may see key `j`, −∞ elsewhere.
@@ -269,7 +275,7 @@ impl Llama {
         cos: &Tensor<3>,
         sin: &Tensor<3>,
         mask: &Tensor<4>,
-        cache: &mut KvCache,
+        cache: &mut BurnCache,
     ) -> Tensor<2> {
         let c = &self.config;
         let len = x.dims()[0];
@@ -307,14 +313,14 @@ fn rotate(x: Tensor<3>, cos: &Tensor<3>, sin: &Tensor<3>) -> Tensor<3> {
 
 /// Reads every tensor of the architecture, checking names and shapes as it goes.
 struct Loader<'a> {
-    files: &'a mut WeightFiles,
+    files: &'a mut dyn WeightSource,
     config: &'a LlamaConfig,
     device: &'a Device,
     prefix: &'static str,
 }
 
 impl Loader<'_> {
-    fn load(mut self) -> Result<Llama> {
+    fn load(mut self) -> Result<BurnLlama> {
         // Base-model checkpoints (LlamaModel) name tensors without the `model.` prefix.
         self.prefix = if self.files.contains("embed_tokens.weight") { "" } else { "model." };
         let c = self.config;
@@ -348,7 +354,7 @@ impl Loader<'_> {
             let head = self.files.read_f32("lm_head.weight", &[vocab, hidden])?;
             (Some(self.matrix(embed, vocab, hidden)), self.matrix(transpose(&head, vocab, hidden), hidden, vocab))
         };
-        Ok(Llama {
+        Ok(BurnLlama {
             config: c.clone(),
             device: self.device.clone(),
             embeddings,

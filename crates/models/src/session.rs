@@ -3,11 +3,11 @@
 
 use burn::Tensor;
 
-use crate::cache::KvCache;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-use crate::llama::{Llama, PrunedHead, TreeCache, TreeNode};
+use crate::llama::{PrunedHead, TreeNode};
+use crate::model::{KvCache, Llama, TreeCache};
 
 /// Most token-tree nodes run, or logit rows read, in one pass.
 const TREE_CHUNK: usize = 1024;
@@ -68,8 +68,15 @@ impl Session {
 
     /// [`Session::logits_pruned`] read back to the host, one vector per row.
     pub fn logits_pruned_on_host(&mut self, sequence: &[u32], rows: usize, head: &PrunedHead) -> Result<Vec<Vec<f32>>> {
-        let logits = self.logits_pruned(sequence, rows, head)?;
-        Ok(anyspec_kernels::readback::read_rows(logits)?)
+        self.run_on_host(sequence, rows, Some(head))
+    }
+
+    /// Runs what `sequence` adds to the cache and reads the last `rows` logit rows to the host.
+    fn run_on_host(&mut self, sequence: &[u32], rows: usize, head: Option<&PrunedHead>) -> Result<Vec<Vec<f32>>> {
+        let keep = self.prepare(sequence, rows)?;
+        let logits = self.model.forward_on_host(&sequence[keep..], &mut self.cache, rows, head)?;
+        self.tokens.extend_from_slice(&sequence[keep..]);
+        Ok(logits)
     }
 
     /// The logits after the nodes `rows` of a token tree hung below `prefix`
@@ -141,7 +148,7 @@ impl Session {
             .collect::<Result<Vec<usize>>>()?;
         let mut out = Vec::with_capacity(rows.len());
         for chunk in rows.chunks(TREE_CHUNK) {
-            out.extend(anyspec_kernels::readback::read_rows(self.model.tree_logits(&self.tree, chunk, head)?)?);
+            out.extend(self.model.tree_logits_on_host(&self.tree, chunk, head)?);
         }
         Ok(out)
     }
@@ -170,8 +177,7 @@ impl Session {
 
     /// [`Session::logits`] read back to the host, one vector per row.
     pub fn logits_on_host(&mut self, sequence: &[u32], rows: usize) -> Result<Vec<Vec<f32>>> {
-        let logits = self.logits(sequence, rows)?;
-        Ok(anyspec_kernels::readback::read_rows(logits)?)
+        self.run_on_host(sequence, rows, None)
     }
 
     /// Keeps the cache for the first `len` tokens (rollback after a rejection).

@@ -3,13 +3,12 @@
 use anyspec_core::engine::Target;
 use anyspec_core::verify::verify_logits;
 use anyspec_core::{DeterministicRule, Draft, DraftOrigin, SamplingConfig, Verdict};
-use anyspec_kernels::readback::read_rows;
 use anyspec_kernels::{Uniforms, device_probs, is_host_device, supports, verify_on_device};
 use burn::tensor::{Tensor, TensorData};
 use rand::RngCore;
 
 use crate::error::Result;
-use crate::llama::Llama;
+use crate::model::Llama;
 use crate::session::Session;
 
 /// Where a draft is verified.
@@ -85,8 +84,7 @@ impl LlamaTarget {
     }
 
     fn score_rows(&mut self, sequence: &[u32], draft_len: usize) -> Result<Vec<Vec<f32>>> {
-        let logits = self.session.logits(sequence, draft_len + 1)?;
-        read_rows(logits).map_err(crate::error::Error::from)
+        self.session.logits_on_host(sequence, draft_len + 1)
     }
 
     fn verify_on_device(

@@ -21,6 +21,25 @@ impl TextTokenizer {
         Ok(TextTokenizer { inner, path: path.to_owned() })
     }
 
+    /// The tokenizer a GGUF file's metadata describes, refused when its ids do not fit the
+    /// model's `vocab_size` embedding rows.
+    pub fn from_gguf(file: &anyspec_gguf::GgufFile, path: &Path, vocab_size: usize) -> Result<Self> {
+        let built = anyspec_gguf::tokenizer::tokenizer_from_gguf(file)
+            .map_err(|e| Error::Tokenizer { path: path.to_owned(), message: e.to_string() })?;
+        let tokenizer = TextTokenizer { inner: built.tokenizer, path: path.to_owned() };
+        let ids = tokenizer.vocab_size();
+        if ids > vocab_size {
+            return Err(Error::Tokenizer {
+                path: path.to_owned(),
+                message: format!(
+                    "the tokenizer has {ids} tokens but the model has {vocab_size} embedding rows; \
+                     the metadata does not belong to these weights"
+                ),
+            });
+        }
+        Ok(tokenizer)
+    }
+
     /// The file it was loaded from.
     pub fn path(&self) -> &Path {
         &self.path

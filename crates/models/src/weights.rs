@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+use anyspec_cpu_kernels::WeightFormat;
+use std::borrow::Cow;
+
 use crate::error::{Error, Result};
+use crate::source::{RawMatrix, WeightSource};
 
 /// The safetensors files of a checkpoint and which file holds each tensor.
 #[derive(Debug)]
@@ -71,6 +75,19 @@ impl WeightFiles {
 
     /// Reads tensor `name` as `f32`, checking that its shape is `expected`.
     pub(crate) fn read_f32(&mut self, name: &str, expected: &[usize]) -> Result<Vec<f32>> {
+        let (dtype, data) = self.read_stored(name, expected)?;
+        let values: Vec<f32> = match dtype {
+            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::F16 => data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::BF16 => data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            other => return Err(Error::UnsupportedDtype { tensor: name.to_owned(), dtype: format!("{other:?}") }),
+        };
+        Ok(values)
+    }
+
+    /// Tensor `name` as stored (dtype and little-endian bytes), checking that its shape is
+    /// `expected`.
+    fn read_stored(&mut self, name: &str, expected: &[usize]) -> Result<(Dtype, &[u8])> {
         let Some(&file) = self.index.get(name) else {
             return Err(Error::MissingTensor { tensor: name.to_owned(), expected: expected.to_vec() });
         };
@@ -94,14 +111,31 @@ impl WeightFiles {
                 found: view.shape().to_vec(),
             });
         }
+        // The view borrows `bytes`; hand out the same range of the shard with its lifetime.
         let data = view.data();
-        let values: Vec<f32> = match view.dtype() {
-            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            Dtype::F16 => data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::BF16 => data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        let offset = data.as_ptr() as usize - bytes.as_ptr() as usize;
+        Ok((view.dtype(), &bytes[offset..offset + data.len()]))
+    }
+}
+
+impl WeightSource for WeightFiles {
+    fn contains(&self, name: &str) -> bool {
+        WeightFiles::contains(self, name)
+    }
+
+    fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        WeightFiles::read_f32(self, name, shape)
+    }
+
+    fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>> {
+        let (dtype, data) = self.read_stored(name, &[rows, cols])?;
+        let format = match dtype {
+            Dtype::F32 => WeightFormat::F32,
+            Dtype::F16 => WeightFormat::F16,
+            Dtype::BF16 => WeightFormat::BF16,
             other => return Err(Error::UnsupportedDtype { tensor: name.to_owned(), dtype: format!("{other:?}") }),
         };
-        Ok(values)
+        Ok(RawMatrix { format, rows, cols, bytes: Cow::Borrowed(data), permutation: None })
     }
 }
 

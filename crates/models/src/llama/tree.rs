@@ -12,8 +12,8 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use super::{Llama, PrunedHead, rms_norm};
-use crate::cache::KvCache;
+use super::{BurnLlama, PrunedHead, rms_norm};
+use crate::cache::BurnCache;
 use crate::error::{Error, Result};
 
 /// One node of a token tree (see [`Llama::extend_tree`]).
@@ -33,7 +33,7 @@ pub struct TreeNode {
 /// [`Llama::tree_logits`]. It belongs to the cache contents it was grown below: clear it when
 /// the cache changes ([`Llama::extend_tree`] refuses a cache of another length).
 #[derive(Clone, Debug)]
-pub struct TreeCache {
+pub(crate) struct BurnTree {
     /// Per layer, `[kv_heads, nodes, head_dim]` keys and values.
     layers: Vec<Option<(Tensor<3>, Tensor<3>)>>,
     /// `[nodes, hidden]`, after the final norm.
@@ -44,19 +44,19 @@ pub struct TreeCache {
     below: usize,
 }
 
-impl TreeCache {
+impl BurnTree {
     /// Number of nodes run so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.parents.len()
     }
 
     /// Whether no node has been run.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.parents.is_empty()
     }
 
     /// Forgets every node (for a new tree, or after the KV cache changed).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.layers.iter_mut().for_each(|l| *l = None);
         self.hidden = None;
         self.parents.clear();
@@ -65,10 +65,10 @@ impl TreeCache {
     }
 }
 
-impl Llama {
+impl BurnLlama {
     /// An empty token tree for this model.
-    pub fn new_tree_cache(&self) -> TreeCache {
-        TreeCache {
+    pub(crate) fn new_tree_cache(&self) -> BurnTree {
+        BurnTree {
             layers: vec![None; self.config.num_layers],
             hidden: None,
             parents: Vec::new(),
@@ -80,7 +80,7 @@ impl Llama {
     /// Runs `nodes` as new nodes of `tree`, hung below `cache` (read, not changed). Node `i` of
     /// `nodes` becomes node `tree.len() + i`; its parent is any node of the tree or an earlier
     /// new node, by that numbering.
-    pub fn extend_tree(&self, nodes: &[TreeNode], cache: &KvCache, tree: &mut TreeCache) -> Result<()> {
+    pub(crate) fn extend_tree(&self, nodes: &[TreeNode], cache: &BurnCache, tree: &mut BurnTree) -> Result<()> {
         let c = &self.config;
         self.check_cache(cache)?;
         if tree.layers.len() != c.num_layers {
@@ -224,7 +224,7 @@ impl Llama {
     /// The logits after the nodes `rows` of `tree`, `[rows.len(), vocab]`
     /// (`[rows.len(), head.len()]` with a pruned head): for node `i`, the last row of an
     /// ordinary forward pass over the cache followed by the path from the root to node `i`.
-    pub fn tree_logits(&self, tree: &TreeCache, rows: &[usize], head: Option<&PrunedHead>) -> Result<Tensor<2>> {
+    pub(crate) fn tree_logits(&self, tree: &BurnTree, rows: &[usize], head: Option<&PrunedHead>) -> Result<Tensor<2>> {
         if rows.is_empty() {
             return Err(Error::InvalidArgument(
                 "asked for the logits of no token-tree node; ask for at least one".into(),
@@ -245,25 +245,8 @@ impl Llama {
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.device);
         let h = hidden.clone().select(0, index);
         Ok(match head {
-            Some(head) => h.matmul(head.weight.clone()),
+            Some(head) => h.matmul(head.burn_weight()?),
             None => h.matmul(self.lm_head.clone()),
         })
-    }
-
-    /// [`Llama::extend_tree`] on a fresh tree, then [`Llama::tree_logits`]: the logits after the
-    /// nodes `rows` of the token tree `nodes` hung below `cache`, from one forward pass.
-    pub fn forward_tree(
-        &self,
-        nodes: &[TreeNode],
-        rows: &[usize],
-        cache: &KvCache,
-        head: Option<&PrunedHead>,
-    ) -> Result<Tensor<2>> {
-        if nodes.is_empty() {
-            return Err(Error::InvalidArgument("a token tree needs at least one node".into()));
-        }
-        let mut tree = self.new_tree_cache();
-        self.extend_tree(nodes, cache, &mut tree)?;
-        self.tree_logits(&tree, rows, head)
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyspec_models::{Checkpoint, DeviceChoice, Llama};
+use anyspec_models::{Checkpoint, DeviceChoice, Engine, Llama, LoadOptions};
 use safetensors::SafeTensors;
 
 /// The three conformance checkpoints made by xtask/python/make_model_fixtures.py.
@@ -12,9 +12,23 @@ pub(crate) fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join(name)
 }
 
+/// A fixture on the default CPU engine (the native one).
 pub(crate) fn load(name: &str) -> Llama {
+    load_on(name, Engine::Auto)
+}
+
+pub(crate) fn load_on(name: &str, engine: Engine) -> Llama {
     let device = DeviceChoice::Cpu.device().unwrap();
-    Checkpoint::open(fixture_dir(name)).unwrap().load_model(&device).unwrap()
+    Checkpoint::open(fixture_dir(name)).unwrap().load_model_with(&device, &LoadOptions::engine(engine)).unwrap()
+}
+
+/// Every fixture on every CPU engine, labelled `fixture/engine`, with the fixture's name first
+/// so that `reference(name)` still finds it.
+pub(crate) fn every_engine() -> Vec<(String, Llama)> {
+    FIXTURES
+        .iter()
+        .flat_map(|name| [Engine::Native, Engine::Burn].map(|engine| (name.to_string(), load_on(name, engine))))
+        .collect()
 }
 
 /// What transformers computed for the fixed prompt.

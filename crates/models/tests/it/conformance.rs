@@ -4,7 +4,7 @@
 use anyspec_kernels::readback::read_rows;
 use anyspec_models::Checkpoint;
 
-use crate::common::{FIXTURES, fixture_dir, load, max_abs_diff, reference};
+use crate::common::{FIXTURES, every_engine, fixture_dir, load, max_abs_diff, reference};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -19,22 +19,24 @@ fn tokenizer_matches_the_reference_ids() {
 
 #[test]
 fn full_forward_matches_transformers() {
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let reference = reference(name);
         let mut cache = model.new_cache();
         let n = reference.input_ids.len();
         let logits = read_rows(model.forward(&reference.input_ids, &mut cache, n).unwrap()).unwrap();
         let diff = max_abs_diff(&logits, &reference.logits);
-        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        assert!(diff <= TOLERANCE, "{name} on {engine}: max |Δ| = {diff}");
         assert_eq!(cache.len(), n);
     }
 }
 
 #[test]
 fn incremental_decoding_matches_transformers() {
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let reference = reference(name);
         let mut cache = model.new_cache();
         let mut rows = Vec::new();
@@ -42,14 +44,15 @@ fn incremental_decoding_matches_transformers() {
             rows.extend(read_rows(model.forward(&[token], &mut cache, 1).unwrap()).unwrap());
         }
         let diff = max_abs_diff(&rows, &reference.logits);
-        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        assert!(diff <= TOLERANCE, "{name} on {engine}: max |Δ| = {diff}");
     }
 }
 
 #[test]
 fn k_token_verification_with_rollback_matches_transformers() {
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let reference = reference(name);
         let ids = &reference.input_ids;
         for k in [2, 3, 5, 8] {
@@ -74,7 +77,7 @@ fn k_token_verification_with_rollback_matches_transformers() {
                 start = end - rollback;
             }
             let diff = max_abs_diff(&rows, &reference.logits);
-            assert!(diff <= TOLERANCE, "{name}, k = {k}: max |Δ| = {diff}");
+            assert!(diff <= TOLERANCE, "{name} on {engine}, k = {k}: max |Δ| = {diff}");
         }
     }
 }

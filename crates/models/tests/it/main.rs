@@ -4,4 +4,5 @@ mod common;
 mod conformance;
 mod errors;
 mod generation;
+mod gguf;
 mod tree;

@@ -6,7 +6,7 @@ use anyspec_models::{Error, Llama, Session, TreeNode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::common::{FIXTURES, load, max_abs_diff, reference};
+use crate::common::{every_engine, load, max_abs_diff, reference};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -56,8 +56,9 @@ fn one_by_one(model: &Llama, prefix: &[u32], nodes: &[TreeNode]) -> Vec<Vec<f32>
 fn every_node_matches_an_ordinary_pass_over_its_path() {
     // The mistral fixture has a sliding window of 5 tokens: with a 7-token prefix and depths up
     // to 5, windows cut through both the prefix and the tree.
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let prefix = &reference(name).input_ids[..7];
         let mut rng = StdRng::seed_from_u64(7);
         for n in [1, 6, 20] {
@@ -67,8 +68,8 @@ fn every_node_matches_an_ordinary_pass_over_its_path() {
             let all: Vec<usize> = (0..n).collect();
             let tree = read_rows(model.forward_tree(&nodes, &all, &cache, None).unwrap()).unwrap();
             let diff = max_abs_diff(&tree, &one_by_one(&model, prefix, &nodes));
-            assert!(diff <= TOLERANCE, "{name}, {n} nodes: max |Δ| = {diff}");
-            assert_eq!(cache.len(), prefix.len(), "{name}: the tree must not enter the cache");
+            assert!(diff <= TOLERANCE, "{name} on {engine}, {n} nodes: max |Δ| = {diff}");
+            assert_eq!(cache.len(), prefix.len(), "{name} on {engine}: the tree must not enter the cache");
         }
     }
 }
@@ -77,8 +78,9 @@ fn every_node_matches_an_ordinary_pass_over_its_path() {
 fn the_reference_continuation_as_one_branch_matches_transformers() {
     // A tree whose main branch is the rest of the reference prompt, with decoy siblings at every
     // depth: the branch's rows are transformers' logits at those positions.
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let reference = reference(name);
         let ids = &reference.input_ids;
         let split = 4;
@@ -95,7 +97,7 @@ fn the_reference_continuation_as_one_branch_matches_transformers() {
         model.forward(&ids[..split], &mut cache, 1).unwrap();
         let rows = read_rows(model.forward_tree(&nodes, &branch, &cache, None).unwrap()).unwrap();
         let diff = max_abs_diff(&rows, &reference.logits[split..]);
-        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        assert!(diff <= TOLERANCE, "{name} on {engine}: max |Δ| = {diff}");
     }
 }
 
@@ -146,8 +148,9 @@ fn malformed_trees_are_clear_errors() {
 
 #[test]
 fn a_tree_grown_level_by_level_matches_one_pass_over_the_whole_tree() {
-    for name in FIXTURES {
-        let model = load(name);
+    for (name, model) in every_engine() {
+        let name = name.as_str();
+        let engine = model.engine();
         let prefix = &reference(name).input_ids[..7];
         let nodes = random_tree(24, 5, model.config().vocab_size, &mut StdRng::seed_from_u64(11));
         let mut cache = model.new_cache();
@@ -161,7 +164,7 @@ fn a_tree_grown_level_by_level_matches_one_pass_over_the_whole_tree() {
         let all: Vec<usize> = (0..nodes.len()).collect();
         let grown = read_rows(model.tree_logits(&tree, &all, None).unwrap()).unwrap();
         let diff = max_abs_diff(&grown, &one_by_one(&model, prefix, &nodes));
-        assert!(diff <= TOLERANCE, "{name}: max |Δ| = {diff}");
+        assert!(diff <= TOLERANCE, "{name} on {engine}: max |Δ| = {diff}");
         // A tree grown below another cache length is refused, not silently misread.
         model.forward(&[1], &mut cache, 1).unwrap();
         let err = model.extend_tree(&[TreeNode { token: 1, parent: Some(0) }], &cache, &mut tree).unwrap_err();

@@ -1,0 +1,455 @@
+//! The public model types: [`Llama`], its [`KvCache`] and [`TreeCache`], over two engines.
+//!
+//! - **native** (the CPU default): `crate::native`, matrix products by `anyspec-cpu-kernels`
+//!   on weights repacked at load, quantized GGUF weights kept quantized;
+//! - **burn**: `crate::llama`, burn tensors on any burn device (flex, wgpu, cuda), weights in
+//!   f32 (GGUF files are dequantized at load).
+//!
+//! Both compute the same model; the conformance tests hold each to `transformers`.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyspec_cpu_kernels::{Kernel, Threads};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::cache::BurnCache;
+use crate::config::LlamaConfig;
+use crate::error::{Error, Result};
+use crate::llama::{BurnLlama, BurnTree, PrunedHead, TreeNode};
+use crate::native::{NativeCache, NativeLlama, NativeTree};
+use crate::source::WeightSource;
+use crate::weights::WeightFiles;
+
+/// Which implementation runs a model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// [`Engine::Native`] on the CPU device, [`Engine::Burn`] on accelerators.
+    #[default]
+    Auto,
+    /// The native CPU engine: packed and quantized weights, `anyspec-cpu-kernels`. CPU only.
+    Native,
+    /// burn tensors on the chosen device, weights in f32.
+    Burn,
+}
+
+impl Engine {
+    /// The names `--engine` accepts: auto, native, burn.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Auto => "auto",
+            Engine::Native => "native",
+            Engine::Burn => "burn",
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Engine {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Engine::Auto),
+            "native" => Ok(Engine::Native),
+            "burn" => Ok(Engine::Burn),
+            _ => Err(Error::InvalidArgument(format!("unknown engine {name:?}; use auto, native or burn"))),
+        }
+    }
+}
+
+/// How a checkpoint is loaded: the engine, and for the native engine its CPU kernel and thread
+/// count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Which implementation runs the model.
+    pub engine: Engine,
+    /// The native engine's matrix kernel; `None` picks [`Kernel::best`] for this CPU
+    /// (llama.cpp's 8-bit-activation design for Q4/Q8 weights where AVX2 exists). Choose
+    /// [`Kernel::Avx2`] or [`Kernel::Scalar`] for products exact to the file's weights.
+    pub kernel: Option<Kernel>,
+    /// The native engine's kernel threads; `None` uses every core.
+    pub threads: Option<usize>,
+}
+
+impl LoadOptions {
+    /// The defaults with another engine.
+    pub fn engine(engine: Engine) -> Self {
+        LoadOptions { engine, ..LoadOptions::default() }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Inner {
+    Burn(BurnLlama),
+    Native { model: Arc<NativeLlama>, threads: Threads },
+}
+
+/// A loaded Llama-family model. Cheap to clone: weights are shared.
+#[derive(Clone, Debug)]
+pub struct Llama {
+    inner: Inner,
+    device: Device,
+}
+
+/// Keys and values of every layer for the tokens seen so far.
+///
+/// Rolling back after a rejection is [`KvCache::truncate`]: positions past the accepted prefix
+/// are dropped and the next forward pass overwrites them.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    inner: CacheInner,
+}
+
+#[derive(Clone, Debug)]
+enum CacheInner {
+    Burn(BurnCache),
+    Native(NativeCache),
+}
+
+/// The nodes of a token tree run so far below one KV cache (see [`Llama::extend_tree`]): their
+/// keys and values and their final hidden states. Clear it when the cache changes.
+#[derive(Clone, Debug)]
+pub struct TreeCache {
+    inner: TreeInner,
+}
+
+#[derive(Clone, Debug)]
+enum TreeInner {
+    Burn(BurnTree),
+    Native(NativeTree),
+}
+
+impl KvCache {
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        match &self.inner {
+            CacheInner::Burn(c) => c.len(),
+            CacheInner::Native(c) => c.len(),
+        }
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the first `len` positions; a `len` at or past the end changes nothing.
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.inner {
+            CacheInner::Burn(c) => c.truncate(len),
+            CacheInner::Native(c) => c.truncate(len),
+        }
+    }
+
+    /// Drops every position.
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+}
+
+impl TreeCache {
+    /// Number of nodes run so far.
+    pub fn len(&self) -> usize {
+        match &self.inner {
+            TreeInner::Burn(t) => t.len(),
+            TreeInner::Native(t) => t.len(),
+        }
+    }
+
+    /// Whether no node has been run.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every node (for a new tree, or after the KV cache changed).
+    pub fn clear(&mut self) {
+        match &mut self.inner {
+            TreeInner::Burn(t) => t.clear(),
+            TreeInner::Native(t) => t.clear(),
+        }
+    }
+}
+
+fn engine_mismatch(what: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "the {what} was made by a model on another engine; make it with the model that uses it"
+    ))
+}
+
+impl Llama {
+    /// Loads the safetensors weights of the checkpoint in `dir` for `config` on `device`, with
+    /// the engine [`Engine::Auto`] picks.
+    pub fn load(dir: &Path, config: LlamaConfig, device: &Device) -> Result<Self> {
+        Self::load_from(&mut WeightFiles::open(dir)?, config, device, &LoadOptions::default())
+    }
+
+    /// Loads from any weight source with the chosen engine.
+    pub(crate) fn load_from(
+        source: &mut dyn WeightSource,
+        config: LlamaConfig,
+        device: &Device,
+        options: &LoadOptions,
+    ) -> Result<Self> {
+        let native = match options.engine {
+            Engine::Auto => anyspec_kernels::is_host_device(device),
+            Engine::Native if !anyspec_kernels::is_host_device(device) => {
+                return Err(Error::InvalidArgument(
+                    "the native engine runs on the CPU only; use --device cpu or --engine burn".into(),
+                ));
+            }
+            Engine::Native => true,
+            Engine::Burn => false,
+        };
+        let inner = if native {
+            let kernel = options.kernel.unwrap_or_else(Kernel::best);
+            let threads = match options.threads {
+                Some(count) => Threads::new(count)?,
+                None => Threads::available(),
+            };
+            Inner::Native { model: Arc::new(NativeLlama::load(source, config, kernel)?), threads }
+        } else {
+            Inner::Burn(BurnLlama::load_from(source, config, device)?)
+        };
+        Ok(Llama { inner, device: device.clone() })
+    }
+
+    /// The configuration the model was built from.
+    pub fn config(&self) -> &LlamaConfig {
+        match &self.inner {
+            Inner::Burn(m) => m.config(),
+            Inner::Native { model, .. } => model.config(),
+        }
+    }
+
+    /// The device the weights live on (the CPU device for the native engine).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The engine that runs the model ([`Engine::Native`] or [`Engine::Burn`]).
+    pub fn engine(&self) -> Engine {
+        match &self.inner {
+            Inner::Burn(_) => Engine::Burn,
+            Inner::Native { .. } => Engine::Native,
+        }
+    }
+
+    /// The native engine's matrix kernel (`None` on the burn engine).
+    pub fn kernel(&self) -> Option<Kernel> {
+        match &self.inner {
+            Inner::Burn(_) => None,
+            Inner::Native { model, .. } => Some(model.kernel()),
+        }
+    }
+
+    /// The number of threads of the native engine's kernels (1 on the burn engine, whose
+    /// backend chooses its own).
+    pub fn threads(&self) -> usize {
+        match &self.inner {
+            Inner::Burn(_) => 1,
+            Inner::Native { threads, .. } => threads.count(),
+        }
+    }
+
+    /// The same model (weights shared) with `threads` kernel threads on the native engine;
+    /// the burn engine ignores it.
+    pub fn with_threads(mut self, count: usize) -> Result<Self> {
+        if let Inner::Native { threads, .. } = &mut self.inner {
+            *threads = Threads::new(count)?;
+        }
+        Ok(self)
+    }
+
+    /// Bytes of weights held in memory (quantized weights at their quantized size), for the
+    /// native engine; `None` on the burn engine.
+    pub fn weight_bytes(&self) -> Option<usize> {
+        match &self.inner {
+            Inner::Burn(_) => None,
+            Inner::Native { model, .. } => Some(model.weight_bytes()),
+        }
+    }
+
+    /// A fresh cache for this model.
+    pub fn new_cache(&self) -> KvCache {
+        let inner = match &self.inner {
+            Inner::Burn(m) => CacheInner::Burn(m.new_cache()),
+            Inner::Native { model, .. } => CacheInner::Native(model.new_cache()),
+        };
+        KvCache { inner }
+    }
+
+    /// An empty token tree for this model.
+    pub fn new_tree_cache(&self) -> TreeCache {
+        let inner = match &self.inner {
+            Inner::Burn(m) => TreeInner::Burn(m.new_tree_cache()),
+            Inner::Native { model, .. } => TreeInner::Native(model.new_tree()),
+        };
+        TreeCache { inner }
+    }
+
+    /// Runs `tokens` (positions `cache.len()..`) through the model, appends their keys and values
+    /// to `cache`, and returns the logits of the last `logits_rows` positions,
+    /// `[logits_rows, vocab]`, as a tensor on the model's device.
+    ///
+    /// One call over k tokens gives the same logits as k calls over one token each: position `i`
+    /// sees the cache and the new positions up to `i`.
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
+        match (&self.inner, &mut cache.inner) {
+            (Inner::Burn(m), CacheInner::Burn(c)) => m.forward(tokens, c, logits_rows),
+            (Inner::Native { .. }, CacheInner::Native(_)) => {
+                let rows = self.forward_on_host(tokens, cache, logits_rows, None)?;
+                Ok(self.host_tensor(rows))
+            }
+            _ => Err(engine_mismatch("KV cache")),
+        }
+    }
+
+    /// [`Llama::forward`] with the logits of only the vocabulary rows kept in `head`,
+    /// `[logits_rows, head.len()]`: column `j` is the logit of token `head.ids()[j]`.
+    ///
+    /// A drafter that can only ever use a subset of its vocabulary (the tokens its target also
+    /// has, or a frequency shortlist) skips the rest of the LM-head product, the largest single
+    /// matrix product of a small model.
+    pub fn forward_pruned(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_rows: usize,
+        head: &PrunedHead,
+    ) -> Result<Tensor<2>> {
+        match (&self.inner, &mut cache.inner) {
+            (Inner::Burn(m), CacheInner::Burn(c)) => m.forward_pruned(tokens, c, logits_rows, head),
+            (Inner::Native { .. }, CacheInner::Native(_)) => {
+                let rows = self.forward_on_host(tokens, cache, logits_rows, Some(head))?;
+                Ok(self.host_tensor(rows))
+            }
+            _ => Err(engine_mismatch("KV cache")),
+        }
+    }
+
+    /// [`Llama::forward`] (or [`Llama::forward_pruned`] with a head) with the logits read back
+    /// to the host, one vector per row. On the native engine nothing is copied.
+    pub fn forward_on_host(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_rows: usize,
+        head: Option<&PrunedHead>,
+    ) -> Result<Vec<Vec<f32>>> {
+        match (&self.inner, &mut cache.inner) {
+            (Inner::Burn(m), CacheInner::Burn(c)) => {
+                let logits = match head {
+                    None => m.forward(tokens, c, logits_rows)?,
+                    Some(head) => m.forward_pruned(tokens, c, logits_rows, head)?,
+                };
+                Ok(anyspec_kernels::readback::read_rows(logits)?)
+            }
+            (Inner::Native { model, threads }, CacheInner::Native(c)) => {
+                let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
+                let flat = model.logits(&normed, head.map(PrunedHead::ids), threads)?;
+                Ok(split_rows(flat, logits_rows))
+            }
+            _ => Err(engine_mismatch("KV cache")),
+        }
+    }
+
+    /// The `[hidden, kept]` slice of the LM head for the vocabulary rows `ids`, built once and
+    /// passed to [`Llama::forward_pruned`] at every step. (The native engine multiplies the kept
+    /// rows in place and copies nothing.)
+    pub fn pruned_head(&self, ids: &[u32]) -> Result<PrunedHead> {
+        match &self.inner {
+            Inner::Burn(m) => m.pruned_head(ids),
+            Inner::Native { model, .. } => {
+                if ids.is_empty() {
+                    return Err(Error::InvalidArgument("a pruned LM head needs at least one vocabulary row".into()));
+                }
+                model.check_tokens(ids)?;
+                Ok(PrunedHead { ids: ids.to_vec(), weight: None })
+            }
+        }
+    }
+
+    /// Runs `nodes` as new nodes of `tree`, hung below `cache` (read, not changed). Node `i` of
+    /// `nodes` becomes node `tree.len() + i`; its parent is any node of the tree or an earlier
+    /// new node, by that numbering. Node `i` sits at position `cache.len() + depth(i)` and
+    /// attends to the cache, its ancestors and itself (tree attention).
+    pub fn extend_tree(&self, nodes: &[TreeNode], cache: &KvCache, tree: &mut TreeCache) -> Result<()> {
+        match (&self.inner, &cache.inner, &mut tree.inner) {
+            (Inner::Burn(m), CacheInner::Burn(c), TreeInner::Burn(t)) => m.extend_tree(nodes, c, t),
+            (Inner::Native { model, threads }, CacheInner::Native(c), TreeInner::Native(t)) => {
+                model.extend_tree(nodes, c, t, threads)
+            }
+            _ => Err(engine_mismatch("KV cache or token tree")),
+        }
+    }
+
+    /// The logits after the nodes `rows` of `tree`, `[rows.len(), vocab]` (`[rows.len(),
+    /// head.len()]` with a pruned head): for node `i`, the last row of an ordinary forward pass
+    /// over the cache followed by the path from the root to node `i`.
+    pub fn tree_logits(&self, tree: &TreeCache, rows: &[usize], head: Option<&PrunedHead>) -> Result<Tensor<2>> {
+        match (&self.inner, &tree.inner) {
+            (Inner::Burn(m), TreeInner::Burn(t)) => m.tree_logits(t, rows, head),
+            (Inner::Native { .. }, TreeInner::Native(_)) => {
+                let rows = self.tree_logits_on_host(tree, rows, head)?;
+                Ok(self.host_tensor(rows))
+            }
+            _ => Err(engine_mismatch("token tree")),
+        }
+    }
+
+    /// [`Llama::tree_logits`] read back to the host, one vector per requested node.
+    pub fn tree_logits_on_host(
+        &self,
+        tree: &TreeCache,
+        rows: &[usize],
+        head: Option<&PrunedHead>,
+    ) -> Result<Vec<Vec<f32>>> {
+        match (&self.inner, &tree.inner) {
+            (Inner::Burn(m), TreeInner::Burn(t)) => {
+                Ok(anyspec_kernels::readback::read_rows(m.tree_logits(t, rows, head)?)?)
+            }
+            (Inner::Native { model, threads }, TreeInner::Native(t)) => {
+                let flat = model.tree_logits(t, rows, head.map(PrunedHead::ids), threads)?;
+                Ok(split_rows(flat, rows.len()))
+            }
+            _ => Err(engine_mismatch("token tree")),
+        }
+    }
+
+    /// [`Llama::extend_tree`] on a fresh tree, then [`Llama::tree_logits`]: the logits after the
+    /// nodes `rows` of the token tree `nodes` hung below `cache`, from one forward pass.
+    pub fn forward_tree(
+        &self,
+        nodes: &[TreeNode],
+        rows: &[usize],
+        cache: &KvCache,
+        head: Option<&PrunedHead>,
+    ) -> Result<Tensor<2>> {
+        if nodes.is_empty() {
+            return Err(Error::InvalidArgument("a token tree needs at least one node".into()));
+        }
+        let mut tree = self.new_tree_cache();
+        self.extend_tree(nodes, cache, &mut tree)?;
+        self.tree_logits(&tree, rows, head)
+    }
+
+    /// Host rows as a `[rows, width]` tensor on the model's device.
+    fn host_tensor(&self, rows: Vec<Vec<f32>>) -> Tensor<2> {
+        let (count, width) = (rows.len(), rows.first().map_or(0, Vec::len));
+        let flat: Vec<f32> = rows.into_iter().flatten().collect();
+        Tensor::from_data(TensorData::new(flat, [count, width]), &self.device)
+    }
+}
+
+fn split_rows(flat: Vec<f32>, rows: usize) -> Vec<Vec<f32>> {
+    let width = flat.len() / rows.max(1);
+    flat.chunks_exact(width.max(1)).map(<[f32]>::to_vec).collect()
+}

@@ -1,0 +1,119 @@
+//! The native engine's KV cache: per layer, keys and values `[position, kv_heads · head_dim]`,
+//! written in place. A rollback truncates (keeping the allocation), so the next pass overwrites
+//! the rejected positions without copying anything.
+
+use super::ops;
+use crate::config::LlamaConfig;
+use crate::error::{Error, Result};
+
+/// Keys and values of one layer (or of one layer of a token tree), `[entry, kv_width]`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KeyValues {
+    pub(crate) keys: Vec<f32>,
+    pub(crate) values: Vec<f32>,
+}
+
+impl KeyValues {
+    pub(crate) fn key(&self, entry: usize, head: usize, head_dim: usize, kv_width: usize) -> &[f32] {
+        let at = entry * kv_width + head * head_dim;
+        &self.keys[at..at + head_dim]
+    }
+
+    pub(crate) fn value(&self, entry: usize, head: usize, head_dim: usize, kv_width: usize) -> &[f32] {
+        let at = entry * kv_width + head * head_dim;
+        &self.values[at..at + head_dim]
+    }
+}
+
+/// The KV cache of one sequence on the native engine.
+#[derive(Clone, Debug)]
+pub(crate) struct NativeCache {
+    layers: Vec<KeyValues>,
+    len: usize,
+    kv_width: usize,
+}
+
+/// Positions reserved up front, so that a short generation never reallocates.
+const INITIAL_POSITIONS: usize = 512;
+
+impl NativeCache {
+    pub(crate) fn new(config: &LlamaConfig) -> Self {
+        let kv_width = config.num_kv_heads * config.head_dim;
+        let reserve = INITIAL_POSITIONS.min(config.max_position_embeddings) * kv_width;
+        let layer = KeyValues { keys: Vec::with_capacity(reserve), values: Vec::with_capacity(reserve) };
+        NativeCache { layers: vec![layer; config.num_layers], len: 0, kv_width }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn layer(&self, index: usize) -> &KeyValues {
+        &self.layers[index]
+    }
+
+    /// Refuses a cache made for another model.
+    pub(crate) fn check(&self, config: &LlamaConfig) -> Result<()> {
+        let kv_width = config.num_kv_heads * config.head_dim;
+        if self.layers.len() != config.num_layers || self.kv_width != kv_width {
+            return Err(Error::InvalidArgument(format!(
+                "the KV cache was made for {} layers of width {} but the model has {} of width {kv_width}; \
+                 make it with Llama::new_cache",
+                self.layers.len(),
+                self.kv_width,
+                config.num_layers
+            )));
+        }
+        Ok(())
+    }
+
+    /// Keeps the first `len` positions; a `len` at or past the end changes nothing.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        for layer in &mut self.layers {
+            layer.keys.truncate(len * self.kv_width);
+            layer.values.truncate(len * self.kv_width);
+        }
+        self.len = len;
+    }
+
+    /// Appends the keys and values of new positions to one layer (the pass's length is
+    /// recorded by [`NativeCache::advance`] once every layer has its share).
+    pub(crate) fn append(&mut self, layer: usize, keys: &[f32], values: &[f32]) {
+        self.layers[layer].keys.extend_from_slice(keys);
+        self.layers[layer].values.extend_from_slice(values);
+    }
+
+    pub(crate) fn advance(&mut self, positions: usize) {
+        self.len += positions;
+    }
+
+    /// Causal attention of the new positions `start..` of one layer (already appended) over
+    /// everything before them and themselves; `queries` is `[m, heads · head_dim]`.
+    pub(crate) fn attend_causal(&self, c: &LlamaConfig, layer: usize, start: usize, queries: &[f32], out: &mut [f32]) {
+        let (head_dim, group) = (c.head_dim, c.num_heads / c.num_kv_heads);
+        let window = c.sliding_window.unwrap_or(usize::MAX);
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        let kv = &self.layers[layer];
+        let q_width = c.num_heads * head_dim;
+        for (i, (query_row, out_row)) in queries.chunks_exact(q_width).zip(out.chunks_exact_mut(q_width)).enumerate() {
+            let query_position = start + i;
+            // transformers' sliding window keeps keys with query − key < window.
+            let first = (query_position + 1).saturating_sub(window);
+            for (head, (q, o)) in query_row.chunks_exact(head_dim).zip(out_row.chunks_exact_mut(head_dim)).enumerate() {
+                let kv_head = head / group;
+                ops::attend(
+                    q,
+                    query_position + 1 - first,
+                    |j| kv.key(first + j, kv_head, head_dim, self.kv_width),
+                    |j| kv.value(first + j, kv_head, head_dim, self.kv_width),
+                    |_| true,
+                    scale,
+                    o,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The native CPU engine: a Llama forward pass on host memory whose matrix products are
+//! `anyspec-cpu-kernels`' (weights repacked once at load, quantized weights kept quantized, one
+//! pass over the weights for all the positions of a draft, every core).
+//!
+//! Why not burn's flex backend: its general matmul runs 2–48-row products on unpacked weights
+//! (a quarter of the packed tile's speed), cannot hold GGML-quantized weights, and concatenates
+//! the KV cache on every step. Scoring a 6-token draft cost about 2.4–3.6 single steps there;
+//! speculative decoding only pays when it costs about one. The burn engine stays for wgpu/cuda
+//! and as the reference these tests compare against.
+//!
+//! Layout: activations are row-major `[positions, width]`; the KV cache is `[position, kv_width]`
+//! per layer, grown in place and truncated on rollback (no copy); a token tree's nodes keep their
+//! keys and values in the same layout (see [`tree`]).
+
+mod cache;
+pub(crate) mod ops;
+mod tree;
+
+use anyspec_cpu_kernels::{Kernel, Matrix, Threads};
+
+pub(crate) use cache::NativeCache;
+pub(crate) use tree::NativeTree;
+
+use crate::config::LlamaConfig;
+use crate::error::{Error, Result};
+use crate::rope::Rope;
+use crate::source::{RawMatrix, WeightSource};
+
+/// A linear layer: one kernel matrix (q/k/v and gate/up are stacked along the output rows so a
+/// layer makes four kernel calls, not seven), or several when the stacked parts are stored in
+/// different formats (mixed-quantization files).
+#[derive(Debug)]
+struct Projection {
+    parts: Vec<Matrix>,
+    bias: Option<Vec<f32>>,
+    outputs: usize,
+}
+
+impl Projection {
+    /// `y[m, ·] = x[m, ·] · Wᵀ + b` for the `m = x.len() / cols` rows of `x`.
+    fn forward(&self, x: &[f32], y: &mut Vec<f32>, threads: &Threads) -> Result<()> {
+        let m = x.len() / self.parts[0].cols();
+        y.clear();
+        y.resize(m * self.outputs, 0.0);
+        if let [only] = self.parts.as_slice() {
+            only.matmul(x, y, threads)?;
+        } else {
+            let mut offset = 0;
+            let mut part_out = Vec::new();
+            for part in &self.parts {
+                let rows = part.rows();
+                part_out.clear();
+                part_out.resize(m * rows, 0.0);
+                part.matmul(x, &mut part_out, threads)?;
+                for r in 0..m {
+                    y[r * self.outputs + offset..r * self.outputs + offset + rows]
+                        .copy_from_slice(&part_out[r * rows..(r + 1) * rows]);
+                }
+                offset += rows;
+            }
+        }
+        if let Some(bias) = &self.bias {
+            ops::add_bias(y, bias);
+        }
+        Ok(())
+    }
+
+    /// Stacks `parts` along the output rows, as one kernel matrix when their formats agree.
+    fn stacked(parts: Vec<RawMatrix>, bias: Option<Vec<f32>>) -> Result<Self> {
+        let outputs = parts.iter().map(|p| p.rows).sum();
+        let same_format = parts.windows(2).all(|w| w[0].format == w[1].format && w[0].cols == w[1].cols);
+        let matrices = if same_format && parts.len() > 1 {
+            let (format, cols) = (parts[0].format, parts[0].cols);
+            let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.bytes.len()).sum());
+            let mut order = Vec::with_capacity(outputs);
+            let mut base = 0;
+            for part in &parts {
+                bytes.extend_from_slice(&part.bytes);
+                order.extend(part.order().map(|source_row| base + source_row));
+                base += part.rows;
+            }
+            vec![Matrix::from_bytes_permuted(format, outputs, cols, &bytes, &order)?]
+        } else {
+            parts.iter().map(RawMatrix::to_matrix).collect::<Result<Vec<_>>>()?
+        };
+        Ok(Projection { parts: matrices, bias, outputs })
+    }
+}
+
+#[derive(Debug)]
+struct Layer {
+    attention_norm: Vec<f32>,
+    mlp_norm: Vec<f32>,
+    /// Outputs: queries, keys, values.
+    qkv: Projection,
+    output: Projection,
+    /// Outputs: gate, up.
+    gate_up: Projection,
+    down: Projection,
+}
+
+/// A Llama-family model on the native CPU engine.
+#[derive(Debug)]
+pub(crate) struct NativeLlama {
+    config: LlamaConfig,
+    kernel: Kernel,
+    /// `[vocab, hidden]`, or `None` when tied to the LM head.
+    embeddings: Option<Matrix>,
+    /// `[vocab, hidden]`: logits are `hidden · headᵀ`.
+    lm_head: Matrix,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    rope: Rope,
+}
+
+/// Scratch buffers of one forward pass, reused across layers.
+#[derive(Default)]
+struct Scratch {
+    normed: Vec<f32>,
+    qkv: Vec<f32>,
+    attention: Vec<f32>,
+    projected: Vec<f32>,
+    gate_up: Vec<f32>,
+    gated: Vec<f32>,
+}
+
+/// The attention block as [`NativeLlama::layers`] runs it: `(layer, queries [m, q_width],
+/// keys and values [m, kv_width] of the new positions, output [m, q_width])`. The queries and
+/// keys are already rotated.
+pub(crate) type Attend<'a> = dyn FnMut(usize, &[f32], &[f32], &[f32], &mut [f32]) -> Result<()> + 'a;
+
+impl NativeLlama {
+    /// Reads every tensor of the architecture from `source` (names as in Hugging Face
+    /// checkpoints, with the `model.` prefix), keeping quantized weights quantized.
+    pub(crate) fn load(source: &mut dyn WeightSource, config: LlamaConfig, kernel: Kernel) -> Result<Self> {
+        let c = &config;
+        let prefix = if source.contains("embed_tokens.weight") { "" } else { "model." };
+        let (hidden, vocab) = (c.hidden_size, c.vocab_size);
+        let q_width = c.num_heads * c.head_dim;
+        let kv_width = c.num_kv_heads * c.head_dim;
+        let mut layers = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let p = format!("{prefix}layers.{i}");
+            let attn = |s: &str| format!("{p}.self_attn.{s}");
+            let mlp = |s: &str| format!("{p}.mlp.{s}");
+            let qkv_bias = if c.qkv_bias {
+                let mut bias = source.read_f32(&attn("q_proj.bias"), &[q_width])?;
+                bias.extend(source.read_f32(&attn("k_proj.bias"), &[kv_width])?);
+                bias.extend(source.read_f32(&attn("v_proj.bias"), &[kv_width])?);
+                Some(bias)
+            } else {
+                None
+            };
+            let o_bias = c.o_bias.then(|| source.read_f32(&attn("o_proj.bias"), &[hidden])).transpose()?;
+            let (gate_up_bias, down_bias) = if c.mlp_bias {
+                let mut gu = source.read_f32(&mlp("gate_proj.bias"), &[c.intermediate_size])?;
+                gu.extend(source.read_f32(&mlp("up_proj.bias"), &[c.intermediate_size])?);
+                (Some(gu), Some(source.read_f32(&mlp("down_proj.bias"), &[hidden])?))
+            } else {
+                (None, None)
+            };
+            layers.push(Layer {
+                attention_norm: source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?,
+                mlp_norm: source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?,
+                qkv: Projection::stacked(
+                    vec![
+                        source.read_raw(&attn("q_proj.weight"), q_width, hidden)?.into_owned(),
+                        source.read_raw(&attn("k_proj.weight"), kv_width, hidden)?.into_owned(),
+                        source.read_raw(&attn("v_proj.weight"), kv_width, hidden)?.into_owned(),
+                    ],
+                    qkv_bias,
+                )?,
+                output: Projection::stacked(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?,
+                gate_up: Projection::stacked(
+                    vec![
+                        source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+                        source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+                    ],
+                    gate_up_bias,
+                )?,
+                down: Projection::stacked(
+                    vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?],
+                    down_bias,
+                )?,
+            });
+        }
+        let norm = source.read_f32(&format!("{prefix}norm.weight"), &[hidden])?;
+        let embeddings = source.read_raw(&format!("{prefix}embed_tokens.weight"), vocab, hidden)?.to_matrix()?;
+        let (embeddings, lm_head) = if c.tie_word_embeddings || !source.contains("lm_head.weight") {
+            if !c.tie_word_embeddings {
+                return Err(Error::MissingTensor { tensor: "lm_head.weight".into(), expected: vec![vocab, hidden] });
+            }
+            (None, embeddings)
+        } else {
+            (Some(embeddings), source.read_raw("lm_head.weight", vocab, hidden)?.to_matrix()?)
+        };
+        let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling);
+        let mut model = NativeLlama { config, kernel, embeddings, lm_head, layers, norm, rope };
+        model.matrices_mut().try_for_each(|m| m.set_kernel(kernel))?;
+        Ok(model)
+    }
+
+    /// Every kernel matrix of the model.
+    fn matrices_mut(&mut self) -> impl Iterator<Item = &mut Matrix> {
+        let projections = self.layers.iter_mut().flat_map(|l| [&mut l.qkv, &mut l.output, &mut l.gate_up, &mut l.down]);
+        projections
+            .flat_map(|p| p.parts.iter_mut())
+            .chain(std::iter::once(&mut self.lm_head))
+            .chain(self.embeddings.as_mut())
+    }
+
+    pub(crate) fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    pub(crate) fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// Bytes of weights held in memory (quantized formats count their quantized size).
+    pub(crate) fn weight_bytes(&self) -> usize {
+        let projections = self.layers.iter().flat_map(|l| [&l.qkv, &l.output, &l.gate_up, &l.down]);
+        let matrices: usize = projections.flat_map(|p| &p.parts).map(Matrix::memory_bytes).sum();
+        matrices + self.lm_head.memory_bytes() + self.embeddings.as_ref().map_or(0, Matrix::memory_bytes)
+    }
+
+    /// Checks the tokens of a pass against the vocabulary.
+    pub(crate) fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        match tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            Some(&token) => Err(Error::TokenOutOfRange { token, vocab_size: self.config.vocab_size }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `tokens` at `positions` through every layer with `attend` as the attention block;
+    /// returns the hidden states before the final norm, `[tokens.len(), hidden]`. Inputs are
+    /// validated by the callers.
+    pub(crate) fn layers(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        threads: &Threads,
+        attend: &mut Attend<'_>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let (m, hidden) = (tokens.len(), c.hidden_size);
+        let q_width = c.num_heads * c.head_dim;
+        let kv_width = c.num_kv_heads * c.head_dim;
+        let eps = c.rms_norm_eps as f32;
+        let table = self.embeddings.as_ref().unwrap_or(&self.lm_head);
+        let mut h = vec![0.0f32; m * hidden];
+        for (row, &token) in h.chunks_exact_mut(hidden).zip(tokens) {
+            table.row_f32(token as usize, row)?;
+        }
+        let (cos, sin) = self.rope.tables_at(positions.iter().copied());
+        let mut s = Scratch::default();
+        s.normed.resize(m * hidden, 0.0);
+        s.attention.resize(m * q_width, 0.0);
+        let qkv_width = q_width + 2 * kv_width;
+        for (index, layer) in self.layers.iter().enumerate() {
+            ops::rms_norm_into(&h, &layer.attention_norm, eps, &mut s.normed);
+            layer.qkv.forward(&s.normed, &mut s.qkv, threads)?;
+            let mut queries = Vec::with_capacity(m * q_width);
+            let mut keys = Vec::with_capacity(m * kv_width);
+            let mut values = Vec::with_capacity(m * kv_width);
+            for (i, row) in s.qkv.chunks_exact(qkv_width).enumerate() {
+                let rope = i * c.head_dim..(i + 1) * c.head_dim;
+                let start = queries.len();
+                queries.extend_from_slice(&row[..q_width]);
+                ops::rotate_heads(&mut queries[start..], c.head_dim, &cos[rope.clone()], &sin[rope.clone()]);
+                let start = keys.len();
+                keys.extend_from_slice(&row[q_width..q_width + kv_width]);
+                ops::rotate_heads(&mut keys[start..], c.head_dim, &cos[rope.clone()], &sin[rope]);
+                values.extend_from_slice(&row[q_width + kv_width..]);
+            }
+            attend(index, &queries, &keys, &values, &mut s.attention)?;
+            layer.output.forward(&s.attention, &mut s.projected, threads)?;
+            add_into(&mut h, &s.projected);
+
+            ops::rms_norm_into(&h, &layer.mlp_norm, eps, &mut s.normed);
+            layer.gate_up.forward(&s.normed, &mut s.gate_up, threads)?;
+            let width = c.intermediate_size;
+            s.gated.clear();
+            for row in s.gate_up.chunks_exact_mut(2 * width) {
+                let (gate, up) = row.split_at_mut(width);
+                ops::swiglu(gate, up);
+                s.gated.extend_from_slice(gate);
+            }
+            layer.down.forward(&s.gated, &mut s.projected, threads)?;
+            add_into(&mut h, &s.projected);
+        }
+        Ok(h)
+    }
+
+    /// The final norm of the rows of `h`.
+    pub(crate) fn final_norm(&self, h: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; h.len()];
+        ops::rms_norm_into(h, &self.norm, self.config.rms_norm_eps as f32, &mut out);
+        out
+    }
+
+    /// Logits of final-norm hidden rows, `[rows, vocab]` (or `[rows, ids.len()]` over the
+    /// vocabulary rows `ids` of a pruned head), flat.
+    pub(crate) fn logits(&self, normed: &[f32], ids: Option<&[u32]>, threads: &Threads) -> Result<Vec<f32>> {
+        let rows = normed.len() / self.config.hidden_size;
+        Ok(match ids {
+            None => {
+                let mut out = vec![0.0; rows * self.config.vocab_size];
+                self.lm_head.matmul(normed, &mut out, threads)?;
+                out
+            }
+            Some(ids) => {
+                let mut out = vec![0.0; rows * ids.len()];
+                self.lm_head.matmul_rows(normed, ids, &mut out, threads)?;
+                out
+            }
+        })
+    }
+
+    /// Runs `tokens` (positions `cache.len()..`) against `cache`, appends their keys and values,
+    /// and returns the final-norm hidden states of the last `rows` positions, flat.
+    pub(crate) fn final_hidden(
+        &self,
+        tokens: &[u32],
+        cache: &mut NativeCache,
+        rows: usize,
+        threads: &Threads,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let len = tokens.len();
+        if len == 0 {
+            return Err(Error::InvalidArgument("a forward pass needs at least one token".into()));
+        }
+        if rows == 0 || rows > len {
+            return Err(Error::InvalidArgument(format!(
+                "asked for the logits of {rows} positions from a pass over {len} tokens; ask for 1..={len}"
+            )));
+        }
+        self.check_tokens(tokens)?;
+        cache.check(c)?;
+        let start = cache.len();
+        if start + len > c.max_position_embeddings {
+            return Err(Error::ContextFull { needed: start + len, max: c.max_position_embeddings });
+        }
+        let positions: Vec<usize> = (start..start + len).collect();
+        let h = self.layers(tokens, &positions, threads, &mut |index, q, k, v, out| {
+            cache.append(index, k, v);
+            cache.attend_causal(c, index, start, q, out);
+            Ok(())
+        })?;
+        cache.advance(len);
+        Ok(self.final_norm(&h[(len - rows) * c.hidden_size..]))
+    }
+
+    pub(crate) fn new_cache(&self) -> NativeCache {
+        NativeCache::new(&self.config)
+    }
+}
+
+fn add_into(h: &mut [f32], delta: &[f32]) {
+    for (a, &b) in h.iter_mut().zip(delta) {
+        *a += b;
+    }
+}

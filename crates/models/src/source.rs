@@ -1,0 +1,51 @@
+//! Where a loader reads weights from: a safetensors checkpoint or a GGUF file, behind one trait
+//! that speaks Hugging Face tensor names, so each engine has one loader for both.
+
+use std::borrow::Cow;
+
+use anyspec_cpu_kernels::{Matrix, WeightFormat};
+
+use crate::error::Result;
+
+/// A weight matrix as stored: `rows` rows of `cols` values in `format`, row `i` of the model's
+/// (Hugging Face) layout being stored row `order[i]` when a permutation is given.
+#[derive(Debug)]
+pub(crate) struct RawMatrix<'a> {
+    pub(crate) format: WeightFormat,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) bytes: Cow<'a, [u8]>,
+    /// `Some(order)`: the model's row `i` is stored row `order[i]` (llama.cpp's converter
+    /// permutes the query and key rows for its RoPE layout).
+    pub(crate) permutation: Option<Vec<usize>>,
+}
+
+impl RawMatrix<'_> {
+    /// The stored row of each of the model's rows.
+    pub(crate) fn order(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.rows).map(|i| self.permutation.as_ref().map_or(i, |order| order[i]))
+    }
+
+    /// The same matrix owning its bytes, so that several can be held at once.
+    pub(crate) fn into_owned(self) -> RawMatrix<'static> {
+        RawMatrix { bytes: Cow::Owned(self.bytes.into_owned()), ..self }
+    }
+
+    /// The kernel matrix, repacked (and un-permuted) once.
+    pub(crate) fn to_matrix(&self) -> Result<Matrix> {
+        Ok(match &self.permutation {
+            None => Matrix::from_bytes(self.format, self.rows, self.cols, &self.bytes)?,
+            Some(order) => Matrix::from_bytes_permuted(self.format, self.rows, self.cols, &self.bytes, order)?,
+        })
+    }
+}
+
+/// Tensors by Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, `lm_head.weight`…).
+pub(crate) trait WeightSource {
+    /// Whether a tensor of this name exists.
+    fn contains(&self, name: &str) -> bool;
+    /// The tensor as `f32`, row-major in the Hugging Face layout, checked to have `shape`.
+    fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>>;
+    /// A `[rows, cols]` weight matrix in its stored format, checked to have that shape.
+    fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>>;
+}
