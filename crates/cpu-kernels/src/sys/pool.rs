@@ -1,6 +1,12 @@
 //! A small persistent thread pool: `n - 1` workers plus the calling thread run the same
 //! closure, which shares out its own work (an atomic chunk counter).
 //!
+//! The caller never waits for a worker that has not started: a worker registers (`active`)
+//! and then checks that the job is still open; the caller, once its own share is done,
+//! closes the job and waits only for the registered workers. On a machine shared with other
+//! processes a descheduled worker then costs nothing (the caller does its chunks), instead
+//! of a scheduler time slice per product.
+//!
 //! Why not spawn per call: a decoding step of a small model makes a couple of hundred matrix
 //! products of a few microseconds each, and starting a thread costs about as much as one of
 //! them. Why spin before sleeping: waking a parked thread through the kernel costs several
@@ -28,8 +34,10 @@ struct Shared {
     /// Bumped once per job; a worker runs the job when it sees a value it has not seen.
     generation: AtomicU64,
     job: Mutex<Option<JobPtr>>,
-    /// Workers that have not finished the current job.
-    pending: AtomicUsize,
+    /// The generation whose job may still be joined (0: none).
+    open: AtomicU64,
+    /// Workers inside a job.
+    active: AtomicUsize,
     /// Workers parked (or about to park) on `wake`.
     sleeping: AtomicUsize,
     sleep_lock: Mutex<()>,
@@ -59,7 +67,8 @@ impl Pool {
         let shared = Arc::new(Shared {
             generation: AtomicU64::new(0),
             job: Mutex::new(None),
-            pending: AtomicUsize::new(0),
+            open: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             sleep_lock: Mutex::new(()),
             wake: Condvar::new(),
@@ -97,20 +106,22 @@ impl Pool {
         }
         let _call = self.call.lock().unwrap_or_else(PoisonError::into_inner);
         let shared = &*self.shared;
-        // SAFETY: only the lifetime is erased. Workers dereference the pointer between seeing
-        // the new generation and decrementing `pending`, and `WaitAll` (dropped before this
-        // function returns or unwinds) waits until `pending` is zero, so the closure outlives
-        // every use. The `call` lock keeps a second caller from replacing the job meanwhile.
+        // SAFETY: only the lifetime is erased. A worker dereferences the pointer only after
+        // registering in `active` and seeing its generation still `open`; `CloseAndWait`
+        // (dropped before this function returns or unwinds) closes the job and then waits
+        // until `active` is zero, so the closure outlives every use. The `call` lock keeps a
+        // second caller from replacing the job meanwhile.
         let ptr =
             unsafe { std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(job) };
         *shared.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(JobPtr(ptr));
-        shared.pending.store(self.workers.len(), Ordering::SeqCst);
-        shared.generation.fetch_add(1, Ordering::SeqCst);
+        let generation = shared.generation.load(Ordering::SeqCst) + 1;
+        shared.open.store(generation, Ordering::SeqCst);
+        shared.generation.store(generation, Ordering::SeqCst);
         if shared.sleeping.load(Ordering::SeqCst) > 0 {
             let _guard = shared.sleep_lock.lock().unwrap_or_else(PoisonError::into_inner);
             shared.wake.notify_all();
         }
-        let wait = WaitAll(shared);
+        let wait = CloseAndWait(shared);
         job();
         drop(wait);
         if shared.panicked.swap(false, Ordering::SeqCst) {
@@ -119,13 +130,14 @@ impl Pool {
     }
 }
 
-/// Waits (in `drop`, so also while unwinding) until every worker has finished the job.
-struct WaitAll<'a>(&'a Shared);
+/// Closes the job and waits (in `drop`, so also while unwinding) until no worker is inside it.
+struct CloseAndWait<'a>(&'a Shared);
 
-impl Drop for WaitAll<'_> {
+impl Drop for CloseAndWait<'_> {
     fn drop(&mut self) {
+        self.0.open.store(0, Ordering::SeqCst);
         let mut spins = 0u32;
-        while self.0.pending.load(Ordering::Acquire) != 0 {
+        while self.0.active.load(Ordering::SeqCst) != 0 {
             if spins < 1 << 16 {
                 spins += 1;
                 std::hint::spin_loop();
@@ -167,8 +179,13 @@ fn worker(shared: &Shared) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(64) || start.elapsed() < SPIN {
+            if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() < SPIN {
+                // Let another runnable thread of this core go first (the machine may be shared).
+                std::thread::yield_now();
                 continue;
             }
             let guard = shared.sleep_lock.lock().unwrap_or_else(PoisonError::into_inner);
@@ -182,15 +199,19 @@ fn worker(shared: &Shared) {
             shared.sleeping.fetch_sub(1, Ordering::SeqCst);
             drop(guard);
         }
-        let job = *shared.job.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(JobPtr(ptr)) = job {
-            // SAFETY: the caller of `Pool::run` keeps the closure alive until `pending` drops
-            // to zero, which happens only after this call returns (below).
-            let f = unsafe { &*ptr };
-            if catch_unwind(AssertUnwindSafe(f)).is_err() {
-                shared.panicked.store(true, Ordering::SeqCst);
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        if shared.open.load(Ordering::SeqCst) == seen {
+            let job = *shared.job.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(JobPtr(ptr)) = job {
+                // SAFETY: registered in `active` while the job was open: the caller of
+                // `Pool::run` keeps the closure alive until `active` drops to zero, which
+                // happens only after this call returns (below).
+                let f = unsafe { &*ptr };
+                if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                    shared.panicked.store(true, Ordering::SeqCst);
+                }
             }
         }
-        shared.pending.fetch_sub(1, Ordering::Release);
+        shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
