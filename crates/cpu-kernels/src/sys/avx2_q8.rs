@@ -11,8 +11,6 @@
 
 use core::arch::x86_64::*;
 
-use half::f16;
-
 use crate::format::{QK, WeightFormat};
 use crate::matrix::{RowRef, Rows};
 
@@ -81,11 +79,18 @@ unsafe fn quantize_blocks(x: &[f32], q: &mut QuantizedX, with_sum: bool) {
             let packed = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
             let packed = _mm256_permutevar8x32_epi32(packed, perm);
             _mm256_storeu_si256(qs.as_mut_ptr().cast(), packed);
-            q.d[b] = f16::from_f32(d).to_f32();
+            q.d[b] = round_f16(d);
             let total = hsum_i32(sum) as f32;
-            q.s[b] = if with_sum { f16::from_f32(d * total).to_f32() } else { q.d[b] * total };
+            q.s[b] = if with_sum { round_f16(d * total) } else { q.d[b] * total };
         }
     }
+}
+
+/// `v` rounded to the nearest f16 and back (F16C; `half` would do it in software).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn round_f16(v: f32) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(v))))
 }
 
 #[inline]
@@ -160,13 +165,46 @@ unsafe fn rows_impl<const M: usize, const A: usize>(
     outs: &mut [&mut [f32]],
 ) {
     let mut scratch = Scratch { d_bits: [0; SEGMENT], m_bits: [0; SEGMENT], dw: [0.0; SEGMENT], mw: [0.0; SEGMENT] };
+    match format {
+        // SAFETY (all arms): as for this function.
+        WeightFormat::Q8_0 => unsafe { rows_of::<M, A, Q8_0>(rows, xq, first, outs, &mut scratch) },
+        WeightFormat::Q4_0 => unsafe { rows_of::<M, A, Q4_0>(rows, xq, first, outs, &mut scratch) },
+        WeightFormat::Q4_1 => unsafe { rows_of::<M, A, Q4_1>(rows, xq, first, outs, &mut scratch) },
+        _ => outs.iter_mut().for_each(|o| o.fill(f32::NAN)),
+    }
+}
+
+/// The formats as const parameters, so that the inner loops carry no format test.
+const Q8_0: u8 = 0;
+const Q4_0: u8 = 1;
+const Q4_1: u8 = 2;
+
+const fn format_of(f: u8) -> WeightFormat {
+    match f {
+        Q8_0 => WeightFormat::Q8_0,
+        Q4_0 => WeightFormat::Q4_0,
+        _ => WeightFormat::Q4_1,
+    }
+}
+
+/// # Safety
+/// AVX2/FMA/F16C available; the lengths checked in [`dot_rows`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_of<const M: usize, const A: usize, const F: u8>(
+    rows: Rows<'_>,
+    xq: &QuantizedX,
+    first: usize,
+    outs: &mut [&mut [f32]],
+    scratch: &mut Scratch,
+) {
     let mut out = [0.0f32; M];
-    let need = xq.cols / QK * format.block_bytes();
+    let need = xq.cols / QK * format_of(F).block_bytes();
     for j in rows.start..rows.end {
         match rows.get(j) {
             RowRef::Blocks(row) if row.len() >= need => {
                 // SAFETY: features and activations checked by the caller, the row just above.
-                unsafe { dot::<M, A>(format, row, xq, first, &mut out, &mut scratch) };
+                unsafe { dot::<M, A, F>(row, xq, first, &mut out, scratch) };
             }
             _ => out.fill(f32::NAN),
         }
@@ -200,12 +238,11 @@ macro_rules! block_dot {
 /// blocks do not wait on each other's multiply-add).
 ///
 /// # Safety
-/// AVX2/FMA/F16C available; the lengths checked in [`dot_row`].
+/// AVX2/FMA/F16C available; the lengths checked in [`dot_rows`].
 #[allow(clippy::needless_range_loop)] // `i` indexes the accumulators and the activation rows
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot<const M: usize, const A: usize>(
-    format: WeightFormat,
+unsafe fn dot<const M: usize, const A: usize, const F: u8>(
     row: &[u8],
     xq: &QuantizedX,
     first: usize,
@@ -214,12 +251,9 @@ unsafe fn dot<const M: usize, const A: usize>(
 ) {
     let cols = xq.cols;
     let blocks = cols / QK;
-    let bb = format.block_bytes();
-    let (q8, q4_1) = (format == WeightFormat::Q8_0, format == WeightFormat::Q4_1);
-    let qs_at = match format {
-        WeightFormat::Q4_1 => 4,
-        _ => 2,
-    };
+    let bb = format_of(F).block_bytes();
+    let (q8, q4_1) = (F == Q8_0, F == Q4_1);
+    let qs_at = if q4_1 { 4 } else { 2 };
     let mut acc = [[_mm256_setzero_ps(); M]; A];
     let mut offset = [_mm256_setzero_ps(); M];
     let mut offset_tail = [0.0f32; M];
