@@ -299,3 +299,31 @@ fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
     let q = |v: f32| (((v - min) * id + 0.5) as i8).min(15) as u8;
     out.extend((0..QK / 2).map(|j| q(x[j]) | (q(x[j + QK / 2]) << 4)));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_min_k4_unpacks_the_high_bits() {
+        // Sub-block 5: scale = low nibble of q[9] | top two bits of q[1] << 4,
+        // min = high nibble of q[9] | top two bits of q[5] << 4.
+        let mut q = [0u8; 12];
+        q[1] = 0b1100_0011;
+        q[5] = 0b0100_0111;
+        q[9] = 0xA5;
+        assert_eq!(scale_min_k4(1, &q), (3, 7));
+        assert_eq!(scale_min_k4(5, &q), (0x5 | (0b11 << 4), 0xA | (0b01 << 4)));
+    }
+
+    #[test]
+    fn row_bytes_are_whole_blocks() {
+        for format in WeightFormat::ALL {
+            let n = format.block_len();
+            assert_eq!(format.row_bytes(4 * n).unwrap(), 4 * format.block_bytes());
+            if n > 1 {
+                assert!(format.row_bytes(n + 1).is_err());
+            }
+        }
+    }
+}

@@ -350,3 +350,44 @@ unsafe fn dot<const M: usize, const A: usize, const F: u8>(
         out[i] = hsum_ps(v) + offset_tail[i];
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's AVX2 `quantize_row_q8_1`, written out in scalar code.
+    fn reference(x: &[f32]) -> (Vec<i8>, f32, f32) {
+        let max = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        let d = max / 127.0;
+        let id = if max != 0.0 { 127.0 / max } else { 0.0 };
+        let q: Vec<i8> = x.iter().map(|v| (v * id).round_ties_even() as i8).collect();
+        let sum: i32 = q.iter().map(|&v| i32::from(v)).sum();
+        let d16 = half::f16::from_f32(d).to_f32();
+        let s16 = half::f16::from_f32(d * sum as f32).to_f32();
+        (q, d16, s16)
+    }
+
+    #[test]
+    fn activations_are_quantized_like_llama_cpp() {
+        if !crate::Kernel::Avx2Q8.is_supported() {
+            return;
+        }
+        // Values that land on .5 after scaling test the rounding to even.
+        let mut x: Vec<f32> = (0..64).map(|i| (i as f32 - 31.0) * 0.37).collect();
+        x[5] = 127.0;
+        x[6] = 0.5;
+        x[7] = 1.5;
+        x[8] = -2.5;
+        x[32..].iter_mut().for_each(|v| *v = 0.0); // an all-zero block
+        let q = quantize_x(WeightFormat::Q4_1, &x, 2, 32).unwrap();
+        for b in 0..2 {
+            let (qs, d, s) = reference(&x[32 * b..32 * b + 32]);
+            assert_eq!(&q.qs[32 * b..32 * b + 32], &qs[..], "block {b}");
+            assert_eq!(q.d[b], d, "block {b}");
+            assert_eq!(q.s[b], s, "block {b}");
+        }
+        assert_eq!(q.qs[6], 0); // 0.5 · 127/127 rounds to even 0
+        assert_eq!(q.qs[7], 2);
+        assert_eq!(q.qs[8], -2);
+    }
+}

@@ -215,3 +215,74 @@ fn worker(shared: &Shared) {
         shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_runs_the_job_once_per_call() {
+        for workers in [0, 1, 3] {
+            let (pool, error) = Pool::new(workers);
+            assert!(error.is_none());
+            assert_eq!(pool.threads(), workers + 1);
+            for _ in 0..200 {
+                let calls = AtomicUsize::new(0);
+                pool.run(&|| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                });
+                // A worker may skip a job that closed before it started, never run it twice.
+                let n = calls.load(Ordering::SeqCst);
+                assert!((1..=workers + 1).contains(&n), "{n} runs with {workers} workers");
+            }
+        }
+    }
+
+    #[test]
+    fn shared_work_is_done_exactly_once() {
+        let (pool, _) = Pool::new(2);
+        for round in 0..100 {
+            let next = AtomicUsize::new(0);
+            let done: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(&|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= done.len() {
+                        break;
+                    }
+                    done[i].fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            assert!(done.iter().all(|d| d.load(Ordering::SeqCst) == 1), "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_worker_panic_is_raised_in_the_caller_and_the_pool_survives() {
+        let (pool, _) = Pool::new(1);
+        let caller = std::thread::current().id();
+        // Only a worker panics; wait until one has run the job (it may skip a job that closed
+        // before it started).
+        let mut raised = false;
+        for _ in 0..1000 {
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                pool.run(&|| {
+                    if std::thread::current().id() != caller {
+                        panic!("worker");
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                })
+            }));
+            if result.is_err() {
+                raised = true;
+                break;
+            }
+        }
+        assert!(raised);
+        let calls = AtomicUsize::new(0);
+        pool.run(&|| {
+            calls.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(calls.load(Ordering::SeqCst) >= 1);
+    }
+}
