@@ -46,8 +46,10 @@
 //!
 //! # Layout, and why repack
 //!
-//! A [`Matrix`] keeps quantized weights quantized (peak memory stays near the file size): rows
-//! of ggml blocks, each row contiguous, so a kernel streams a row front to back and the
+//! A [`Matrix`] keeps quantized weights quantized (peak memory stays near the file size), and
+//! [`Matrix::from_shared_bytes`] reads them in place from a shared owner (a memory map of the
+//! GGUF file) so that a loaded model costs the file's pages once: rows of ggml blocks, each
+//! row contiguous, so a kernel streams a row front to back and the
 //! hardware prefetcher sees a few sequential streams. [`Matrix::from_bytes_permuted`] reorders
 //! whole rows at load (exact for every format; the loader undoes llama.cpp's Q/K row
 //! permutation with it), and [`Matrix::matmul_rows`] reads any subset of rows without copying

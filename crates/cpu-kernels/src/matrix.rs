@@ -1,7 +1,7 @@
 //! [`Matrix`]: a weight matrix repacked once for the kernels, and its products.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use half::{bf16, f16};
 
@@ -23,6 +23,21 @@ enum Data {
     F32(Vec<f32>),
     /// Rows of ggml blocks, byte for byte as in the file (row order possibly permuted).
     Blocks(Vec<u8>),
+    /// Rows of ggml blocks read in place from `owner.as_ref()[start..start + len]` (a memory
+    /// map of the model file): no copy.
+    Shared { owner: Arc<dyn AsRef<[u8]> + Send + Sync>, start: usize, len: usize },
+}
+
+impl Data {
+    /// The block rows, if the matrix holds blocks.
+    #[inline]
+    fn blocks(&self) -> Option<&[u8]> {
+        match self {
+            Data::F32(_) => None,
+            Data::Blocks(b) => Some(b),
+            Data::Shared { owner, start, len } => Some(&(**owner).as_ref()[*start..*start + *len]),
+        }
+    }
 }
 
 /// The weight rows of one chunk of outputs: output `j` (in `start..end`) is weight row `j`, or
@@ -129,6 +144,42 @@ impl Matrix {
         Self::build(format, rows, cols, bytes, Some(order))
     }
 
+    /// Same as [`from_bytes`](Self::from_bytes) without copying the weights: the matrix keeps
+    /// `owner` (a memory map of the GGUF file, say `Arc::new(mmap)`) alive and reads its rows in
+    /// place from `owner.as_ref()[offset..offset + rows · row_bytes]`. Quantized formats only
+    /// stay in place; f32, f16 and bf16 are converted into an owned f32 copy as by
+    /// `from_bytes`. With every quantized tensor shared, a loaded model costs its file's pages
+    /// once, not twice (the pages of the map plus a copy).
+    pub fn from_shared_bytes(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+        offset: usize,
+    ) -> Result<Self> {
+        let row_bytes = check_shape(format, rows, cols)?;
+        let len = rows * row_bytes;
+        let all = (*owner).as_ref();
+        let Some(bytes) = offset.checked_add(len).and_then(|end| all.get(offset..end)) else {
+            return Err(Error::Length {
+                what: "shared bytes after the offset",
+                expected: len,
+                got: all.len().saturating_sub(offset),
+            });
+        };
+        if matches!(format, WeightFormat::F32 | WeightFormat::F16 | WeightFormat::BF16) {
+            return Self::from_bytes(format, rows, cols, bytes);
+        }
+        Ok(Matrix {
+            format,
+            rows,
+            cols,
+            row_bytes,
+            data: Data::Shared { owner, start: offset, len },
+            kernel: Kernel::best(),
+        })
+    }
+
     fn build(format: WeightFormat, rows: usize, cols: usize, bytes: &[u8], order: Option<&[usize]>) -> Result<Self> {
         let row_bytes = check_shape(format, rows, cols)?;
         if bytes.len() != rows * row_bytes {
@@ -192,11 +243,13 @@ impl Matrix {
         self.format
     }
 
-    /// Bytes of weights held in memory.
+    /// Bytes of weights the products read: held by the matrix, or, for
+    /// [`from_shared_bytes`](Self::from_shared_bytes), its range of the shared owner.
     pub fn memory_bytes(&self) -> usize {
         match &self.data {
             Data::F32(v) => v.len() * 4,
             Data::Blocks(b) => b.len(),
+            Data::Shared { len, .. } => *len,
         }
     }
 
@@ -216,14 +269,15 @@ impl Matrix {
     fn stored_format(&self) -> WeightFormat {
         match self.data {
             Data::F32(_) => WeightFormat::F32,
-            Data::Blocks(_) => self.format,
+            Data::Blocks(_) | Data::Shared { .. } => self.format,
         }
     }
 
     pub(crate) fn row_ref(&self, row: usize) -> RowRef<'_> {
-        match &self.data {
-            Data::F32(v) => RowRef::F32(&v[row * self.cols..(row + 1) * self.cols]),
-            Data::Blocks(b) => RowRef::Blocks(&b[row * self.row_bytes..(row + 1) * self.row_bytes]),
+        match (&self.data, self.data.blocks()) {
+            (Data::F32(v), _) => RowRef::F32(&v[row * self.cols..(row + 1) * self.cols]),
+            (_, Some(b)) => RowRef::Blocks(&b[row * self.row_bytes..(row + 1) * self.row_bytes]),
+            (_, None) => RowRef::Blocks(&[]),
         }
     }
 
@@ -244,11 +298,11 @@ impl Matrix {
 
     /// The whole matrix, row-major, exactly dequantized.
     pub fn to_f32(&self) -> Vec<f32> {
-        match &self.data {
-            Data::F32(v) => v.clone(),
-            Data::Blocks(b) => {
+        match (&self.data, self.data.blocks()) {
+            (Data::F32(v), _) => v.clone(),
+            (_, b) => {
                 let mut out = vec![0.0; self.rows * self.cols];
-                dequantize_unchecked(self.format, b, &mut out);
+                dequantize_unchecked(self.format, b.unwrap_or(&[]), &mut out);
                 out
             }
         }

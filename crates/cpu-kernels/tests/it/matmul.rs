@@ -238,3 +238,38 @@ fn results_do_not_depend_on_batch_threads_or_gathering() {
         }
     }
 }
+
+#[test]
+fn shared_bytes_read_in_place_equal_copied_bytes() {
+    use std::sync::Arc;
+    let mut rng = StdRng::seed_from_u64(13);
+    let threads = Threads::new(2).unwrap();
+    for format in WeightFormat::ALL {
+        let (rows, cols) = (37, format.block_len().max(32) * 2);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        // The tensor sits at an offset inside a larger buffer, as in a GGUF file.
+        let mut file = vec![0xAAu8; 100];
+        file.extend_from_slice(&bytes);
+        file.extend_from_slice(&[0x55; 7]);
+        let owner: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(file);
+        let shared = Matrix::from_shared_bytes(format, rows, cols, Arc::clone(&owner), 100).unwrap();
+        let copied = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
+        assert_eq!(shared.to_f32(), copied.to_f32(), "{format}");
+        assert_eq!(shared.memory_bytes(), copied.memory_bytes(), "{format}");
+        let x: Vec<f32> = (0..3 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let (mut a, mut b) = (vec![0.0; 3 * rows], vec![0.0; 3 * rows]);
+        shared.matmul(&x, &mut a, &threads).unwrap();
+        copied.matmul(&x, &mut b, &threads).unwrap();
+        assert_eq!(a, b, "{format}");
+        let mut row = vec![0.0; cols];
+        shared.row_f32(rows - 1, &mut row).unwrap();
+        assert_eq!(row, &copied.to_f32()[(rows - 1) * cols..], "{format}");
+        if format.block_len() > 1 {
+            assert_eq!(Arc::strong_count(&owner), 2, "{format}: the matrix keeps the owner");
+        }
+        // One byte short, and an offset past the end.
+        let short = Matrix::from_shared_bytes(format, rows, cols, Arc::clone(&owner), 108).unwrap_err();
+        assert!(matches!(short, anyspec_cpu_kernels::Error::Length { .. }), "{short}");
+        assert!(Matrix::from_shared_bytes(format, rows, cols, Arc::clone(&owner), usize::MAX).is_err());
+    }
+}
