@@ -33,3 +33,11 @@ fn one_pool_shared_by_concurrent_callers() {
         }
     });
 }
+
+#[test]
+fn matrices_and_pools_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Matrix>();
+    send_sync::<Threads>();
+    send_sync::<anyspec_cpu_kernels::Error>();
+}
