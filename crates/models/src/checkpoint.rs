@@ -85,6 +85,34 @@ impl Checkpoint {
         self.chat_template.as_deref()
     }
 
+    /// `user` (and `system`) rendered with the checkpoint's chat template, ending where the
+    /// assistant's reply begins: the GGUF file's `tokenizer.chat_template`, or a directory's
+    /// `tokenizer_config.json` `chat_template`. ChatML, Llama 3 and Llama 2 templates are
+    /// recognised; others are refused by name.
+    pub fn chat_prompt(&self, system: Option<&str>, user: &str) -> Result<String> {
+        let template = match self.format {
+            CheckpointFormat::Gguf => self.chat_template.clone(),
+            CheckpointFormat::HuggingFace => {
+                let path = self.path.join("tokenizer_config.json");
+                std::fs::read_to_string(&path).ok().and_then(|text| {
+                    serde_json::from_str::<serde_json::Value>(&text)
+                        .ok()?
+                        .get("chat_template")?
+                        .as_str()
+                        .map(str::to_owned)
+                })
+            }
+        };
+        let template = template.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{} has no chat template; give the prompt as plain text (without --chat)",
+                self.path.display()
+            ))
+        })?;
+        anyspec_gguf::tokenizer::apply_chat_template(&template, system, user)
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", self.path.display())))
+    }
+
     /// Loads the weights onto `device` with the default [`LoadOptions`] (the native engine on
     /// the CPU).
     pub fn load_model(&self, device: &Device) -> Result<Llama> {
@@ -103,6 +131,20 @@ impl Checkpoint {
                 let file = GgufFile::open(&self.path)?;
                 let mut weights = GgufWeights::new(&file, &self.path, &self.config);
                 Llama::load_from(&mut weights, self.config.clone(), device, options)
+            }
+        }
+    }
+
+    /// One tensor by its Hugging Face name (`model.layers.0.self_attn.q_proj.weight`), as `f32`
+    /// in the Hugging Face layout, checked to have `shape`: quantized GGUF tensors are
+    /// dequantized and the query/key permutation undone, exactly as the burn engine loads them.
+    pub fn tensor_f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        use crate::source::WeightSource;
+        match self.format {
+            CheckpointFormat::HuggingFace => WeightFiles::open(&self.path)?.read_f32(name, shape),
+            CheckpointFormat::Gguf => {
+                let file = GgufFile::open(&self.path)?;
+                GgufWeights::new(&file, &self.path, &self.config).read_f32(name, shape)
             }
         }
     }

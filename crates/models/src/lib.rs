@@ -50,7 +50,7 @@ mod target;
 mod tokenizer;
 mod weights;
 
-pub use anyspec_cpu_kernels::Kernel;
+pub use anyspec_cpu_kernels::{Kernel, WeightFormat};
 pub use checkpoint::{Checkpoint, CheckpointFormat};
 pub use config::{LlamaConfig, RopeScaling};
 pub use device::DeviceChoice;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use anyspec_cpu_kernels::{Kernel, Threads};
+use anyspec_cpu_kernels::{Kernel, Threads, WeightFormat};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::cache::BurnCache;
@@ -68,6 +68,7 @@ impl FromStr for Engine {
 /// How a checkpoint is loaded: the engine, and for the native engine its CPU kernel and thread
 /// count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LoadOptions {
     /// Which implementation runs the model.
     pub engine: Engine,
@@ -77,12 +78,34 @@ pub struct LoadOptions {
     pub kernel: Option<Kernel>,
     /// The native engine's kernel threads; `None` uses every core.
     pub threads: Option<usize>,
+    /// The native engine stores every weight matrix as it is in the file (`None`), or converts
+    /// it at load to this float format (f32, f16 or bf16): to run or measure a quantized file as
+    /// a float checkpoint.
+    pub storage: Option<WeightFormat>,
 }
 
 impl LoadOptions {
     /// The defaults with another engine.
     pub fn engine(engine: Engine) -> Self {
         LoadOptions { engine, ..LoadOptions::default() }
+    }
+
+    /// With the native engine's kernel (`None`: the best for this CPU).
+    pub fn with_kernel(mut self, kernel: Option<Kernel>) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    /// With the native engine's thread count (`None`: every core).
+    pub fn with_threads(mut self, threads: Option<usize>) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// With the native engine's weight storage (`None`: as in the file).
+    pub fn with_storage(mut self, storage: Option<WeightFormat>) -> Self {
+        self.storage = storage;
+        self
     }
 }
 
@@ -214,7 +237,7 @@ impl Llama {
                 Some(count) => Threads::new(count)?,
                 None => Threads::available(),
             };
-            Inner::Native { model: Arc::new(NativeLlama::load(source, config, kernel)?), threads }
+            Inner::Native { model: Arc::new(NativeLlama::load(source, config, kernel, options.storage)?), threads }
         } else {
             Inner::Burn(BurnLlama::load_from(source, config, device)?)
         };

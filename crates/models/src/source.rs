@@ -38,6 +38,28 @@ impl RawMatrix<'_> {
             Some(order) => Matrix::from_bytes_permuted(self.format, self.rows, self.cols, &self.bytes, order)?,
         })
     }
+
+    /// The same values stored as `format` (f32, f16 or bf16): dequantized and re-encoded, so
+    /// that a quantized file can be run, or measured, as a float checkpoint.
+    pub(crate) fn converted(self, format: WeightFormat) -> Result<RawMatrix<'static>> {
+        if format == self.format {
+            return Ok(self.into_owned());
+        }
+        let mut values = vec![0.0f32; self.rows * self.cols];
+        anyspec_cpu_kernels::dequantize(self.format, &self.bytes, &mut values)?;
+        let bytes: Vec<u8> = match format {
+            WeightFormat::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            WeightFormat::F16 => values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+            WeightFormat::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+            other => {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "weights can be converted at load to f32, f16 or bf16, not {}",
+                    other.name()
+                )));
+            }
+        };
+        Ok(RawMatrix { format, bytes: Cow::Owned(bytes), ..self })
+    }
 }
 
 /// Tensors by Hugging Face name (`model.layers.0.self_attn.q_proj.weight`, `lm_head.weight`…).

@@ -14,7 +14,9 @@ use anyspec_drafters::hetero::ContextMapping;
 use anyspec_drafters::hetero::auto::{AutoChoice, PairFacts, choose};
 use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig};
 use anyspec_drafters::{Algo, ModelDrafter, RdkForm};
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer, Verification};
+use anyspec_models::{
+    Checkpoint, DeviceChoice, Engine, Kernel, Llama, LlamaTarget, LoadOptions, TextTokenizer, Verification,
+};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -34,12 +36,14 @@ use crate::output::print_json;
 /// redistribution, needs --affinity), union (baseline), or auto (picks one and says why).
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Target checkpoint directory (config.json, model.safetensors or a sharded index,
-    /// tokenizer.json).
-    #[arg(long, value_name = "DIR")]
+    /// Target model: a Hugging Face checkpoint directory (config.json, model.safetensors or a
+    /// sharded index, tokenizer.json) or a GGUF file (llama.cpp's format; Q4_0, Q4_1, Q8_0,
+    /// Q4_K, Q6_K, F16, BF16 and F32 tensors, quantized weights kept quantized on the CPU).
+    #[arg(long, value_name = "DIR|FILE.gguf")]
     target: PathBuf,
-    /// Drafter checkpoint directory. With another tokenizer than the target's, also give --algo.
-    #[arg(long, value_name = "DIR")]
+    /// Drafter model (directory or .gguf). With another tokenizer than the target's, also give
+    /// --algo.
+    #[arg(long, value_name = "DIR|FILE.gguf")]
     drafter: Option<PathBuf>,
     /// How a drafter with another tokenizer reaches the target: tli, slem, slrs, rdk, union or
     /// auto (chooses from the vocabulary overlap, the temperature and the drafter's token
@@ -74,9 +78,16 @@ pub(crate) struct Args {
     /// exceeds it is refused before generation (lower --slrs-lookahead instead).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_SLRS_BUDGET)]
     slrs_budget: u64,
-    /// The text to continue.
+    /// The text to continue (with --chat: the user's message).
     #[arg(long)]
     prompt: String,
+    /// Wrap --prompt in the target's chat template (from the GGUF metadata or
+    /// tokenizer_config.json) as one user turn, so an instruction-tuned model answers it.
+    #[arg(long)]
+    chat: bool,
+    /// With --chat: a system message (else the template's default, if it has one).
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
     /// Sampling temperature for target and drafter alike (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
@@ -103,6 +114,19 @@ pub(crate) struct Args {
     /// rule there, `auto` picks device on a GPU and host on the CPU, where nothing has to move.
     #[arg(long, default_value = "auto", value_parser = parse_verification)]
     verify: Verification,
+    /// Which implementation runs the models: `native` (CPU only: packed and quantized weights,
+    /// one pass over the weights for a whole draft), `burn` (burn tensors on any device, f32
+    /// weights), or `auto` (native on the CPU, burn on a GPU).
+    #[arg(long, default_value = "auto", value_parser = parse_engine)]
+    engine: Engine,
+    /// Kernel threads of the native engine (default: every core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Matrix kernel of the native engine: `best` (llama.cpp's 8-bit activations for Q4/Q8
+    /// weights where AVX2 exists), `avx2` (f32 activations, exact to the file's weights), or
+    /// `scalar` (portable).
+    #[arg(long, default_value = "best", value_parser = parse_kernel)]
+    kernel: KernelChoice,
     /// Keep generating past the end-of-sequence token (for benchmarks).
     #[arg(long)]
     ignore_eos: bool,
@@ -121,6 +145,29 @@ fn parse_verification(name: &str) -> Result<Verification, String> {
     name.parse().map_err(|e: anyspec_models::Error| e.to_string())
 }
 
+fn parse_engine(name: &str) -> Result<Engine, String> {
+    name.parse().map_err(|e: anyspec_models::Error| e.to_string())
+}
+
+/// `--kernel`: `None` for `best`, which lets the engine pick [`Kernel::best`] for the CPU it
+/// runs on. (A newtype, because clap reads a bare `Option` field as an optional flag.)
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelChoice(pub(crate) Option<Kernel>);
+
+pub(crate) fn parse_kernel(name: &str) -> Result<KernelChoice, String> {
+    let kernel = match name.to_ascii_lowercase().as_str() {
+        "best" => return Ok(KernelChoice(None)),
+        "scalar" => Kernel::Scalar,
+        "avx2" => Kernel::Avx2,
+        "avx2-q8" | "avx2q8" => Kernel::Avx2Q8,
+        _ => return Err(format!("unknown kernel {name:?}; use best, avx2, avx2-q8 or scalar")),
+    };
+    if !kernel.is_supported() {
+        return Err(format!("this CPU lacks the instructions of the {name} kernel; use best or scalar"));
+    }
+    Ok(KernelChoice(Some(kernel)))
+}
+
 /// What `--json` prints; field names are stable.
 #[derive(Debug, Serialize)]
 struct Report {
@@ -129,6 +176,12 @@ struct Report {
     prompt_tokens: usize,
     stop_reason: StopReason,
     device: &'static str,
+    /// `native` or `burn`: the implementation that ran the target.
+    engine: &'static str,
+    /// The native engine's matrix kernel (`null` on burn).
+    kernel: Option<String>,
+    /// The native engine's kernel threads (1 on burn).
+    threads: usize,
     speculative: bool,
     /// The bridge for a drafter with another tokenizer (`null` for a same-tokenizer drafter).
     algo: Option<Algo>,
@@ -158,30 +211,41 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let device = args.device.device()?;
     let target_checkpoint = open(&args.target, "--target")?;
     let tokenizer = target_checkpoint.tokenizer().with_context(|| format!("--target {}", args.target.display()))?;
-    let prompt = tokenizer.encode(&args.prompt)?;
+    let text = if args.chat {
+        target_checkpoint
+            .chat_prompt(args.system.as_deref(), &args.prompt)
+            .with_context(|| format!("--chat with --target {}", args.target.display()))?
+    } else {
+        args.prompt.clone()
+    };
+    let prompt = tokenizer.encode(&text)?;
     let context = target_checkpoint.config().max_position_embeddings;
     if prompt.is_empty() {
         bail!("--prompt encodes to no tokens; give text the tokenizer can encode");
     }
     if prompt.len() >= context {
         bail!(
-            "--prompt is {} tokens but the target's context window is {context} tokens \
-             (max_position_embeddings in {}); shorten the prompt",
+            "--prompt is {} tokens but the target's context window is {context} tokens ({}), and \
+             one position is needed for each new token; shorten the prompt",
             prompt.len(),
-            args.target.join("config.json").display()
+            args.target.display()
         );
     }
-    let mut target = LlamaTarget::new(target_checkpoint.load_model(&device)?).with_verification(args.verify);
+    let options = LoadOptions::engine(args.engine).with_kernel(args.kernel.0).with_threads(args.threads);
+    let load_model = |checkpoint: &Checkpoint, flag: &str| -> anyhow::Result<Llama> {
+        checkpoint.load_model_with(&device, &options).with_context(|| format!("{flag} {}", checkpoint.path().display()))
+    };
+    let mut target = LlamaTarget::new(load_model(&target_checkpoint, "--target")?).with_verification(args.verify);
     let mut choice = None;
     let mut drafter: Option<Box<dyn Drafter>> = match &args.drafter {
         None => None,
         Some(dir) => {
             let checkpoint = open(dir, "--drafter")?;
-            let (target_vocab, drafter_vocab) = vocabularies(&args.target, dir)?;
+            let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &checkpoint)?;
             match &args.algo {
                 None => {
                     check_same_tokenizer(&args.target, dir, &target_vocab, &drafter_vocab)?;
-                    Some(Box::new(ModelDrafter::new(checkpoint.load_model(&device)?, target.vocab_size())))
+                    Some(Box::new(ModelDrafter::new(load_model(&checkpoint, "--drafter")?, target.vocab_size())))
                 }
                 Some(algo) => {
                     let pair = Pair {
@@ -191,7 +255,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                         target_tokenizer: &tokenizer,
                         sampling: &sampling,
                     };
-                    let load = || -> anyhow::Result<Llama> { Ok(checkpoint.load_model(&device)?) };
+                    let load = || load_model(&checkpoint, "--drafter");
                     let (drafter, chosen) = hetero_drafter(&pair, algo, &checkpoint, &load, target.vocab_size())?;
                     choice = Some(chosen);
                     Some(drafter)
@@ -246,6 +310,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         prompt_tokens: prompt.len(),
         stop_reason: generation.stop_reason,
         device: args.device.name(),
+        engine: target.model().engine().name(),
+        kernel: target.model().kernel().map(|k| format!("{k:?}").to_ascii_lowercase()),
+        threads: target.model().threads(),
         speculative: drafter.is_some(),
         algo: choice.as_ref().map(|c| c.algo),
         algo_reason: choice.filter(|_| args.algo.as_deref() == Some("auto")).map(|c| c.reason),
@@ -274,10 +341,13 @@ fn open(dir: &Path, flag: &str) -> anyhow::Result<Checkpoint> {
     Checkpoint::open(dir).with_context(|| format!("{flag} {}", dir.display()))
 }
 
-fn vocabularies(target: &Path, drafter: &Path) -> anyhow::Result<(Vocabulary, Vocabulary)> {
-    let load = |dir: &Path, flag: &str| {
-        let path = dir.join("tokenizer.json");
-        Vocabulary::from_file(&path).with_context(|| format!("{flag}: reading {}", path.display()))
+/// The vocabularies of both checkpoints (from `tokenizer.json` or the GGUF metadata).
+fn vocabularies(target: &Checkpoint, drafter: &Checkpoint) -> anyhow::Result<(Vocabulary, Vocabulary)> {
+    let load = |checkpoint: &Checkpoint, flag: &str| -> anyhow::Result<Vocabulary> {
+        let context = || format!("{flag} {}: reading its tokenizer", checkpoint.path().display());
+        let tokenizer = checkpoint.tokenizer().with_context(context)?;
+        let name = checkpoint.path().display().to_string();
+        Vocabulary::from_tokenizer(tokenizer.inner().clone(), name).with_context(context)
     };
     Ok((load(target, "--target")?, load(drafter, "--drafter")?))
 }
@@ -412,10 +482,13 @@ fn ms(d: Duration) -> f64 {
 fn print_stats(r: &Report) {
     eprintln!();
     eprintln!(
-        "{} tokens ({:?}) on {} · load {:.0} ms · prefill {} tokens in {:.1} ms · decode {:.1} ms = {:.1} tokens/s",
+        "{} tokens ({:?}) on {} ({} engine, {} threads) · load {:.0} ms · prefill {} tokens in {:.1} ms · \
+         decode {:.1} ms = {:.1} tokens/s",
         r.tokens.len(),
         r.stop_reason,
         r.device,
+        r.engine,
+        r.threads,
         r.load_ms,
         r.prompt_tokens,
         r.prefill_ms,

@@ -16,7 +16,7 @@ mod cache;
 pub(crate) mod ops;
 mod tree;
 
-use anyspec_cpu_kernels::{Kernel, Matrix, Threads};
+use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat};
 
 pub(crate) use cache::NativeCache;
 pub(crate) use tree::NativeTree;
@@ -132,7 +132,14 @@ pub(crate) type Attend<'a> = dyn FnMut(usize, &[f32], &[f32], &[f32], &mut [f32]
 impl NativeLlama {
     /// Reads every tensor of the architecture from `source` (names as in Hugging Face
     /// checkpoints, with the `model.` prefix), keeping quantized weights quantized.
-    pub(crate) fn load(source: &mut dyn WeightSource, config: LlamaConfig, kernel: Kernel) -> Result<Self> {
+    pub(crate) fn load(
+        source: &mut dyn WeightSource,
+        config: LlamaConfig,
+        kernel: Kernel,
+        storage: Option<WeightFormat>,
+    ) -> Result<Self> {
+        let mut source = Converting { source, storage };
+        let source = &mut source;
         let c = &config;
         let prefix = if source.contains("embed_tokens.weight") { "" } else { "model." };
         let (hidden, vocab) = (c.hidden_size, c.vocab_size);
@@ -354,6 +361,30 @@ impl NativeLlama {
 
     pub(crate) fn new_cache(&self) -> NativeCache {
         NativeCache::new(&self.config)
+    }
+}
+
+/// A weight source whose matrices are converted to `storage` on the way (when given).
+struct Converting<'a> {
+    source: &'a mut dyn WeightSource,
+    storage: Option<WeightFormat>,
+}
+
+impl WeightSource for Converting<'_> {
+    fn contains(&self, name: &str) -> bool {
+        self.source.contains(name)
+    }
+
+    fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        self.source.read_f32(name, shape)
+    }
+
+    fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>> {
+        let raw = self.source.read_raw(name, rows, cols)?;
+        match self.storage {
+            None => Ok(raw),
+            Some(format) => Ok(raw.converted(format)?),
+        }
     }
 }
 

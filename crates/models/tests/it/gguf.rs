@@ -186,11 +186,15 @@ fn quantized_weights_give_the_dequantized_model_on_both_engines() {
         // The native engine with f32 activations (exact to the file's weights) on every kernel
         // that has such a path here.
         for kernel in [Kernel::Scalar, Kernel::Avx2].into_iter().filter(|k| k.is_supported()) {
-            let options = LoadOptions { engine: Engine::Native, kernel: Some(kernel), threads: Some(2) };
+            let options = LoadOptions::engine(Engine::Native).with_kernel(Some(kernel)).with_threads(Some(2));
             let native = all_logits(&load_gguf_with(&file.0, options));
             let diff = max_abs_diff(&native, &burn);
             assert!(diff <= 1e-4, "{quant:?} on {kernel:?}: native vs dequantized burn max |Δ| = {diff}");
         }
+        // Converted to f32 at load, the file is the same model (packed f32 products).
+        let as_f32 = LoadOptions::engine(Engine::Native).with_storage(Some(WeightFormat::F32));
+        let diff = max_abs_diff(&all_logits(&load_gguf_with(&file.0, as_f32)), &burn);
+        assert!(diff <= 1e-4, "{quant:?} stored as f32: max |Δ| = {diff}");
         // And quantization did happen: the logits moved away from the f32 model.
         let f32_diff = max_abs_diff(&burn, &all_logits(&original()));
         assert!(f32_diff > 1e-6, "{quant:?}: no quantization error at all");
@@ -208,7 +212,7 @@ fn eight_bit_activations_stay_close_to_the_exact_products() {
     let file = TempFile::new("q8-activations.gguf");
     write_fixture(&file.0, Options { matrices: GgmlType::Q8_0, ..F32_PERMUTED });
     let exact = all_logits(&load_gguf(&file.0, Engine::Burn));
-    let options = LoadOptions { engine: Engine::Native, kernel: Some(Kernel::Avx2Q8), threads: None };
+    let options = LoadOptions::engine(Engine::Native).with_kernel(Some(Kernel::Avx2Q8));
     let approximate = all_logits(&load_gguf_with(&file.0, options));
     let argmax = |row: &Vec<f32>| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
     let agree = exact.iter().zip(&approximate).filter(|(a, b)| argmax(a) == argmax(b)).count();

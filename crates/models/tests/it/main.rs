@@ -5,4 +5,5 @@ mod conformance;
 mod errors;
 mod generation;
 mod gguf;
+mod smollm2;
 mod tree;

@@ -1,0 +1,297 @@
+//! `cargo xtask bench-cpu`: the native CPU engine on a real GGUF model (SmolLM2-135M-Instruct
+//! Q4_1 by default), beside llama.cpp's `llama-bench` on the same file in the same run, written
+//! to `reports/cpu-runtime.md` (and `.json`).
+//!
+//! What it measures, per thread count:
+//! - the cost of scoring k = 1…8 new positions in one pass after a 64-token context, ÷ the cost
+//!   of one (the number speculative decoding lives on: a γ = 5 draft is verified by a k = 6
+//!   pass), with the logits of all k rows, as verification needs them;
+//! - decode tokens/s (one token per step, greedy) and prefill tokens/s (a 64-token prompt);
+//! - GB/s of weights streamed at k = 1 and GFLOP/s at k = 8, against this machine's roofline;
+//! - the same with the weights stored as f32 and f16 (converted at load), and the burn engine
+//!   (the runtime before the native one) for the k-cost ratios.
+//!
+//! Timings are medians of repeated runs after a warm-up; every ratio is taken within this run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
+use anyspec_models::{Checkpoint, DeviceChoice, Engine, Llama, LoadOptions, WeightFormat};
+use serde::Serialize;
+
+/// Options of `bench-cpu`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The GGUF model (default: SmolLM2-135M-Instruct Q4_1 from the model cache; fetch it with
+    /// `cargo xtask fetch-models`).
+    #[arg(long, value_name = "FILE.gguf")]
+    model: Option<PathBuf>,
+    /// Thread counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// `llama-bench` of a llama.cpp build, measured on the same file in the same run (see
+    /// ../shared/notes/llama-cpp-peer.md for building it); without it the peer columns are empty.
+    #[arg(long, value_name = "PATH")]
+    llama_bench: Option<PathBuf>,
+    /// Timed repetitions per figure (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    /// Skip the f32/f16/burn rows (a quicker run).
+    #[arg(long)]
+    quantized_only: bool,
+    /// Where the Markdown report goes (the JSON lands beside it).
+    #[arg(long, default_value = "reports/cpu-runtime.md")]
+    out: PathBuf,
+}
+
+const CONTEXT: usize = 64;
+const MAX_K: usize = 8;
+const DECODE_STEPS: usize = 32;
+
+#[derive(Debug, Serialize)]
+struct Row {
+    runtime: String,
+    storage: String,
+    threads: usize,
+    /// Median ms of a k-position pass, k = 1..=8.
+    pass_ms: Vec<f64>,
+    decode_tokens_per_s: f64,
+    prefill_tokens_per_s: f64,
+    weight_bytes: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    model: String,
+    context: usize,
+    reps: usize,
+    parameters: usize,
+    rows: Vec<Row>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Weight elements of the matrices (what one position multiplies once).
+fn parameters(model: &Llama) -> usize {
+    let c = model.config();
+    let q = c.num_heads * c.head_dim;
+    let kv = c.num_kv_heads * c.head_dim;
+    let layer = c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size;
+    c.num_layers * layer + c.vocab_size * c.hidden_size
+}
+
+fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f64>, f64, f64)> {
+    let mut cache = model.new_cache();
+    // Prefill: the whole prompt, logits of the last row.
+    let mut prefill = Vec::new();
+    for _ in 0..reps.max(2) {
+        cache.clear();
+        let start = Instant::now();
+        model.forward_on_host(&prompt[..CONTEXT], &mut cache, 1, None)?;
+        prefill.push(start.elapsed().as_secs_f64());
+    }
+    let prefill_tokens_per_s = CONTEXT as f64 / median(prefill);
+    // k-position passes after the context, all k logit rows, rolled back after each.
+    let mut pass_ms = Vec::new();
+    for k in 1..=MAX_K {
+        let draft = &prompt[CONTEXT..CONTEXT + k];
+        model.forward_on_host(draft, &mut cache, k, None)?;
+        cache.truncate(CONTEXT);
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let start = Instant::now();
+            model.forward_on_host(draft, &mut cache, k, None)?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+            cache.truncate(CONTEXT);
+        }
+        pass_ms.push(median(times));
+    }
+    // Decode: greedy, one token per step.
+    let mut token = prompt[CONTEXT];
+    let start = Instant::now();
+    for _ in 0..DECODE_STEPS {
+        let logits = model.forward_on_host(&[token], &mut cache, 1, None)?;
+        token = logits[0].iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
+    }
+    let decode_tokens_per_s = DECODE_STEPS as f64 / start.elapsed().as_secs_f64();
+    Ok((pass_ms, decode_tokens_per_s, prefill_tokens_per_s))
+}
+
+#[derive(serde::Deserialize)]
+struct LlamaBenchRow {
+    n_prompt: usize,
+    n_gen: usize,
+    n_threads: usize,
+    avg_ts: f64,
+}
+
+fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> {
+    let prompts: Vec<String> = (1..=MAX_K).map(|k| k.to_string()).chain(["64".into()]).collect();
+    let lib_dir = bin.parent().unwrap_or(Path::new("."));
+    let output = Command::new(bin)
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .args(["-m", &model.display().to_string(), "-t", &threads.to_string(), "-p", &prompts.join(",")])
+        .args(["-n", &DECODE_STEPS.to_string(), "-r", "5", "-o", "json"])
+        .output()
+        .with_context(|| format!("running {}", bin.display()))?;
+    if !output.status.success() {
+        bail!("{} failed: {}", bin.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    let rows: Vec<LlamaBenchRow> = serde_json::from_slice(&output.stdout).context("reading llama-bench's JSON")?;
+    let rate = |prompt: usize, gen: usize| {
+        rows.iter().find(|r| r.n_prompt == prompt && r.n_gen == gen && r.n_threads == threads).map(|r| r.avg_ts)
+    };
+    let mut pass_ms = Vec::new();
+    for k in 1..=MAX_K {
+        let ts = rate(k, 0).with_context(|| format!("llama-bench printed no pp{k} row"))?;
+        pass_ms.push(k as f64 / ts * 1e3);
+    }
+    Ok(Row {
+        runtime: "llama.cpp (llama-bench)".into(),
+        storage: "as in the file".into(),
+        threads,
+        pass_ms,
+        decode_tokens_per_s: rate(0, DECODE_STEPS).context("llama-bench printed no tg row")?,
+        prefill_tokens_per_s: rate(CONTEXT, 0).context("llama-bench printed no pp64 row")?,
+        weight_bytes: None,
+    })
+}
+
+/// Progress goes to stderr.
+#[allow(clippy::print_stderr)]
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let model_path = match &args.model {
+        Some(path) => path.clone(),
+        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).with_context(|| {
+            "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model"
+        })?,
+    };
+    let checkpoint = Checkpoint::open(&model_path).with_context(|| format!("--model {}", model_path.display()))?;
+    let tokenizer = checkpoint.tokenizer()?;
+    let text = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg \
+                combined movable metal type, oil-based ink and a wooden screw press into a system that could \
+                produce books faster and more cheaply than any scribe. Within fifty years presses were at work \
+                in more than two hundred cities across Europe, and the number of books in circulation grew from \
+                thousands to millions.";
+    let prompt = tokenizer.encode(text)?;
+    if prompt.len() < CONTEXT + MAX_K {
+        bail!("the benchmark text encodes to {} tokens; it needs {}", prompt.len(), CONTEXT + MAX_K);
+    }
+    let device = DeviceChoice::Cpu.device()?;
+    let mut rows = Vec::new();
+    let mut params = 0;
+    let mut variants: Vec<(Engine, Option<WeightFormat>, &str)> = vec![(Engine::Native, None, "as in the file")];
+    if !args.quantized_only {
+        variants.push((Engine::Native, Some(WeightFormat::F32), "f32 (converted at load)"));
+        variants.push((Engine::Native, Some(WeightFormat::F16), "f16 (converted at load)"));
+        variants.push((Engine::Burn, None, "f32 (dequantized at load)"));
+    }
+    for &threads in &args.threads {
+        for &(engine, storage, label) in &variants {
+            if engine == Engine::Burn && threads != args.threads[0] {
+                continue; // burn's flex backend picks its own threads.
+            }
+            eprintln!("measuring {engine} engine, {label}, {threads} threads…");
+            let options = LoadOptions::engine(engine).with_threads(Some(threads)).with_storage(storage);
+            let model = checkpoint.load_model_with(&device, &options)?;
+            params = parameters(&model);
+            let (pass_ms, decode, prefill) = measure(&model, &prompt, args.reps)?;
+            let runtime = match engine {
+                Engine::Burn => "anyspec burn engine (flex)".to_string(),
+                _ => format!("anyspec native ({:?} kernel)", model.kernel().expect("a native model has a kernel")),
+            };
+            rows.push(Row {
+                runtime,
+                storage: label.into(),
+                threads: if engine == Engine::Burn { 0 } else { threads },
+                pass_ms,
+                decode_tokens_per_s: decode,
+                prefill_tokens_per_s: prefill,
+                weight_bytes: model.weight_bytes(),
+            });
+        }
+        if let Some(bin) = &args.llama_bench {
+            eprintln!("measuring llama.cpp, {threads} threads…");
+            rows.push(llama_bench(bin, &model_path, threads)?);
+        }
+    }
+    let report = Report { model: model_path.display().to_string(), context: CONTEXT, reps: args.reps, parameters: params, rows };
+    write_report(&report, &args.out)
+}
+
+fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
+    use std::fmt::Write;
+    let mut md = String::new();
+    let file = Path::new(&report.model).file_name().map_or(report.model.clone(), |f| f.to_string_lossy().into());
+    writeln!(md, "# CPU runtime: scoring a draft, decoding and prefill on {file}\n")?;
+    writeln!(
+        md,
+        "Regenerate with `cargo run --release -p xtask -- bench-cpu --llama-bench PATH/llama-bench` \
+         (2-core machine; medians of {} runs; context {} tokens; the k-position passes return all k \
+         logit rows, as verification needs; llama.cpp's pp-k rows are its prompt processing of k \
+         tokens from an empty context). {} weight elements per position.\n",
+        report.reps, report.context, report.parameters
+    )?;
+    writeln!(md, "## Cost of scoring k positions in one pass ÷ one position\n")?;
+    writeln!(md, "| runtime | weights | threads | k=1 ms | k=2 | k=3 | k=4 | k=5 | k=6 | k=7 | k=8 |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|")?;
+    for row in &report.rows {
+        let base = row.pass_ms[0];
+        let ratios: Vec<String> = row.pass_ms[1..].iter().map(|ms| format!("{:.2}", ms / base)).collect();
+        let threads = if row.threads == 0 { "auto".to_string() } else { row.threads.to_string() };
+        writeln!(md, "| {} | {} | {} | {:.2} | {} |", row.runtime, row.storage, threads, base, ratios.join(" | "))?;
+    }
+    writeln!(md, "\n## Decode and prefill\n")?;
+    writeln!(md, "| runtime | weights | threads | decode tok/s | prefill tok/s (64) | GB/s at k=1 | GFLOP/s at k=8 |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    for row in &report.rows {
+        let gbs = row.weight_bytes.map_or("—".to_string(), |b| format!("{:.1}", b as f64 / (row.pass_ms[0] * 1e6)));
+        let gflops = 2.0 * report.parameters as f64 * MAX_K as f64 / (row.pass_ms[MAX_K - 1] * 1e6);
+        let threads = if row.threads == 0 { "auto".to_string() } else { row.threads.to_string() };
+        writeln!(
+            md,
+            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.1} |",
+            row.runtime, row.storage, threads, row.decode_tokens_per_s, row.prefill_tokens_per_s, gbs, gflops
+        )?;
+    }
+    let peers: Vec<&Row> = report.rows.iter().filter(|r| r.runtime.starts_with("llama.cpp")).collect();
+    if !peers.is_empty() {
+        writeln!(md, "\n## Ours ÷ llama.cpp (same file, same run)\n")?;
+        writeln!(md, "| threads | decode | prefill | k=6 cost ratio, ours | k=6 cost ratio, llama.cpp |")?;
+        writeln!(md, "|---|---|---|---|---|")?;
+        for peer in peers {
+            if let Some(ours) = report.rows.iter().find(|r| {
+                r.threads == peer.threads && r.storage == "as in the file" && r.runtime.starts_with("anyspec native")
+            }) {
+                writeln!(
+                    md,
+                    "| {} | {:.2}× | {:.2}× | {:.2} | {:.2} |",
+                    peer.threads,
+                    ours.decode_tokens_per_s / peer.decode_tokens_per_s,
+                    ours.prefill_tokens_per_s / peer.prefill_tokens_per_s,
+                    ours.pass_ms[5] / ours.pass_ms[0],
+                    peer.pass_ms[5] / peer.pass_ms[0]
+                )?;
+            }
+        }
+    }
+    writeln!(
+        md,
+        "\nRoofline of this machine: about 10 GB/s of memory read on one thread, 18 GB/s on two; about \
+         45 GFLOP/s f32 per core (AVX2 FMA). GB/s counts the weight bytes held by the engine (quantized \
+         at their quantized size) once per single-position pass."
+    )?;
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, md).with_context(|| format!("writing {}", out.display()))?;
+    let json = out.with_extension("json");
+    std::fs::write(&json, serde_json::to_string_pretty(report)?)?;
+    Ok(())
+}
