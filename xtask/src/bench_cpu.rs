@@ -144,8 +144,8 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
         bail!("{} failed: {}", bin.display(), String::from_utf8_lossy(&output.stderr));
     }
     let rows: Vec<LlamaBenchRow> = serde_json::from_slice(&output.stdout).context("reading llama-bench's JSON")?;
-    let rate = |prompt: usize, gen: usize| {
-        rows.iter().find(|r| r.n_prompt == prompt && r.n_gen == gen && r.n_threads == threads).map(|r| r.avg_ts)
+    let rate = |prompt: usize, generated: usize| {
+        rows.iter().find(|r| r.n_prompt == prompt && r.n_gen == generated && r.n_threads == threads).map(|r| r.avg_ts)
     };
     let mut pass_ms = Vec::new();
     for k in 1..=MAX_K {
@@ -168,9 +168,9 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let model_path = match &args.model {
         Some(path) => path.clone(),
-        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).with_context(|| {
-            "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model"
-        })?,
+        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).with_context(
+            || "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model",
+        )?,
     };
     let checkpoint = Checkpoint::open(&model_path).with_context(|| format!("--model {}", model_path.display()))?;
     let tokenizer = checkpoint.tokenizer()?;
@@ -221,7 +221,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(llama_bench(bin, &model_path, threads)?);
         }
     }
-    let report = Report { model: model_path.display().to_string(), context: CONTEXT, reps: args.reps, parameters: params, rows };
+    let report =
+        Report { model: model_path.display().to_string(), context: CONTEXT, reps: args.reps, parameters: params, rows };
     write_report(&report, &args.out)
 }
 
