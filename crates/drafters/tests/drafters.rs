@@ -71,3 +71,48 @@ fn every_draft_is_deterministic_and_within_gamma() {
         }
     }
 }
+
+/// SmolLM2-135M-Instruct Q4_1 (the real GGUF, found or fetched as every real-model test does):
+/// greedy generation with a drafter gives exactly the tokens of greedy generation without one,
+/// for prompt lookup (deterministic drafts) and for a model drafter (the same file on the exact
+/// f32-activation kernel, so its drafts sometimes differ from the target's choices and get
+/// rejected).
+#[test]
+fn on_smollm2_greedy_generation_with_a_drafter_equals_it_without() {
+    use anyspec_core::{GenerationConfig, generate};
+    use anyspec_drafters::ModelDrafter;
+    use anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1;
+    use anyspec_model_store::testing::model_for_tests;
+    use anyspec_models::{Checkpoint, DeviceChoice, Engine, Kernel, LlamaTarget, LoadOptions};
+    use std::ops::ControlFlow;
+
+    let Some(path) = model_for_tests(&SMOLLM2_135M_INSTRUCT_Q4_1, "ANYSPEC_SMOLLM2_GGUF") else { return };
+    let checkpoint = Checkpoint::open(&path).unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
+    let text = "Repeat this list exactly: apples, pears, plums, cherries, apples, pears, plums, cherries.";
+    let prompt = checkpoint.tokenizer().unwrap().encode(&checkpoint.chat_prompt(None, text).unwrap()).unwrap();
+    let target_model = checkpoint.load_model(&device).unwrap();
+    let config = GenerationConfig {
+        gamma: 4,
+        max_new_tokens: 48,
+        sampling: SamplingConfig::greedy(),
+        ..GenerationConfig::default()
+    };
+    let run = |drafter: Option<&mut dyn Drafter>| {
+        let mut target = LlamaTarget::new(target_model.clone());
+        let mut rng = StdRng::seed_from_u64(0);
+        generate(&mut target, drafter, &prompt, &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap()
+    };
+    let reference = run(None);
+    let mut lookup = PromptLookup::new(PromptLookupConfig::default()).unwrap();
+    let exact = if Kernel::Avx2.is_supported() { Kernel::Avx2 } else { Kernel::Scalar };
+    let drafter_model =
+        checkpoint.load_model_with(&device, &LoadOptions::engine(Engine::Native).with_kernel(Some(exact))).unwrap();
+    let mut model_drafter = ModelDrafter::new(drafter_model, 49_152);
+    for (name, drafter) in [("prompt lookup", &mut lookup as &mut dyn Drafter), ("model", &mut model_drafter)] {
+        let generation = run(Some(drafter));
+        assert_eq!(generation.tokens, reference.tokens, "{name} drafter");
+        assert!(generation.stats.accepted > 0, "{name}: no draft was accepted, so nothing was verified");
+        assert!(generation.stats.steps < reference.stats.steps, "{name}: speculation saved no step");
+    }
+}

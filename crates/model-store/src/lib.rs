@@ -69,6 +69,7 @@ mod error;
 mod known;
 mod root;
 mod store;
+pub mod testing;
 
 pub use download::{Downloader, PipDownloader};
 pub use error::{DownloadError, Error, Result};

@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
+use anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1;
+use anyspec_model_store::testing::model_for_tests;
 use anyspec_models::{Checkpoint, DeviceChoice, Engine, Kernel, Llama, LoadOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -30,34 +31,7 @@ fn ids(value: &Value) -> Vec<u32> {
 /// The model file, or `None` (after a loud message) when it cannot be had.
 fn model_path() -> Option<&'static Path> {
     static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let required = std::env::var_os("ANYSPEC_REQUIRE_MODELS").is_some_and(|v| v == "1");
-        let found = find_or_fetch();
-        match (&found, required) {
-            (Ok(path), _) => Some(path.clone()),
-            (Err(why), true) => panic!("ANYSPEC_REQUIRE_MODELS=1 but SmolLM2 is unavailable: {why}"),
-            (Err(why), false) => {
-                eprintln!("SKIPPED: the SmolLM2 real-model tests ({why})");
-                None
-            }
-        }
-    })
-    .as_deref()
-}
-
-fn find_or_fetch() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("ANYSPEC_SMOLLM2_GGUF") {
-        return Ok(PathBuf::from(path));
-    }
-    let store = ModelStore::new(cache_root(None).map_err(|e| e.to_string())?);
-    if let Some(path) = store.locate(&SMOLLM2_135M_INSTRUCT_Q4_1) {
-        return Ok(path);
-    }
-    if std::env::var_os("ANYSPEC_OFFLINE").is_some_and(|v| v == "1") {
-        return Err("not in the model cache and ANYSPEC_OFFLINE=1".into());
-    }
-    eprintln!("fetching SmolLM2-135M-Instruct Q4_1 into {} (once)…", store.root().display());
-    store.fetch(&SMOLLM2_135M_INSTRUCT_Q4_1, &mut |step: &str| eprintln!("  {step}")).map_err(|e| e.to_string())
+    PATH.get_or_init(|| model_for_tests(&SMOLLM2_135M_INSTRUCT_Q4_1, "ANYSPEC_SMOLLM2_GGUF")).as_deref()
 }
 
 fn load(path: &Path, options: LoadOptions) -> (Checkpoint, Llama) {
