@@ -1,36 +1,46 @@
 //! # anyspec-models
 //!
-//! Llama-family decoders (Llama 2 and 3, TinyLlama, Mistral, Qwen2) in burn, loaded from
-//! Hugging Face checkpoint directories, with a KV cache that rolls back and the verification
-//! primitive of speculative decoding: the logits of k new positions from one forward pass.
+//! Llama-family decoders (Llama 2 and 3, TinyLlama, Mistral, Qwen2, SmolLM2) loaded from Hugging
+//! Face checkpoint directories or GGUF files, with a KV cache that rolls back and the
+//! verification primitive of speculative decoding: the logits of k new positions from one
+//! forward pass.
 //!
-//! - [`Checkpoint`]: `config.json` (validated into a [`LlamaConfig`]), safetensors weights (one
-//!   file or a sharded index; f32, f16 and bf16, computed in f32) and `tokenizer.json`.
-//! - [`Llama`]: the model; [`Llama::forward`] runs new tokens against a [`KvCache`];
-//!   [`Llama::forward_tree`] and [`Llama::extend_tree`] score a whole tree of continuations in
-//!   one pass (tree attention), level by level with a [`TreeCache`].
+//! - [`Checkpoint`]: a directory (`config.json` validated into a [`LlamaConfig`], safetensors
+//!   weights in f32/f16/bf16, `tokenizer.json`) or a `.gguf` file (configuration, tensors,
+//!   tokenizer and chat template from its metadata; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K).
+//! - [`Llama`]: the model, over two [`Engine`]s chosen at load ([`LoadOptions`]): the **native**
+//!   CPU engine (matrix products by `anyspec-cpu-kernels` on weights repacked once, quantized
+//!   weights kept quantized, a KV cache written in place) and **burn** (any burn device; f32).
+//!   [`Llama::forward`] runs new tokens against a [`KvCache`]; [`Llama::forward_tree`] and
+//!   [`Llama::extend_tree`] score a whole tree of continuations in one pass (tree attention).
 //! - [`Session`]: model + cache + the cached tokens; reuses the longest common prefix.
 //! - [`LlamaTarget`]: the [`anyspec_core::Target`] (scores the last γ + 1 positions, rolls back
-//!   by truncating the cache, verifies on the device with `anyspec-kernels`).
-//! - [`DeviceChoice`]: `cpu` (burn's flex backend), `wgpu`, `cuda`, chosen at run time.
+//!   by truncating the cache, verifies where the logits are).
+//! - [`DeviceChoice`]: `cpu`, `wgpu`, `cuda`, chosen at run time.
 //!
 //! ```no_run
-//! use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget};
+//! use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget, Session};
 //!
 //! # fn main() -> Result<(), anyspec_models::Error> {
-//! let checkpoint = Checkpoint::open("models/TinyLlama-1.1B")?;
-//! let device = DeviceChoice::Cpu.device()?;
-//! let target = LlamaTarget::new(checkpoint.load_model(&device)?);
-//! # let _ = target;
+//! let checkpoint = Checkpoint::open("SmolLM2-135M-Instruct.Q4_1.gguf")?;
+//! let model = checkpoint.load_model(&DeviceChoice::Cpu.device()?)?;
+//! let tokenizer = checkpoint.tokenizer()?;
+//! let prompt = tokenizer.encode(&checkpoint.chat_prompt(None, "What is the capital of France?")?)?;
+//! // The logits of the prompt's last position, on the host.
+//! let mut session = Session::new(model.clone());
+//! let logits = session.logits_on_host(&prompt, 1)?;
+//! # let _ = (logits, LlamaTarget::new(model));
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! ## Quirks
-//! - Weights are converted to f32 on load whatever their stored dtype.
+//! - The burn engine converts weights to f32 whatever their stored dtype; the native engine
+//!   keeps GGML-quantized weights quantized and widens f16/bf16 to f32 at load.
 //! - Batch size is one: speculative decoding verifies one sequence at a time.
 //! - Sliding-window attention (Mistral) is applied through the mask; the cache keeps every
 //!   position.
+//! - GGUF files with RoPE scaling metadata (Llama 3.1's `rope_freqs`) are refused for now.
 
 #![deny(missing_docs)]
 

@@ -111,8 +111,12 @@ impl LoadOptions {
 
 #[derive(Clone, Debug)]
 enum Inner {
-    Burn(BurnLlama),
-    Native { model: Arc<NativeLlama>, threads: Threads },
+    /// Boxed: burn's model holds far more inline state than the native engine's handle.
+    Burn(Box<BurnLlama>),
+    Native {
+        model: Arc<NativeLlama>,
+        threads: Threads,
+    },
 }
 
 /// A loaded Llama-family model. Cheap to clone: weights are shared.
@@ -146,7 +150,7 @@ pub struct TreeCache {
 
 #[derive(Clone, Debug)]
 enum TreeInner {
-    Burn(BurnTree),
+    Burn(Box<BurnTree>),
     Native(NativeTree),
 }
 
@@ -239,7 +243,7 @@ impl Llama {
             };
             Inner::Native { model: Arc::new(NativeLlama::load(source, config, kernel, options.storage)?), threads }
         } else {
-            Inner::Burn(BurnLlama::load_from(source, config, device)?)
+            Inner::Burn(Box::new(BurnLlama::load_from(source, config, device)?))
         };
         Ok(Llama { inner, device: device.clone() })
     }
@@ -312,7 +316,7 @@ impl Llama {
     /// An empty token tree for this model.
     pub fn new_tree_cache(&self) -> TreeCache {
         let inner = match &self.inner {
-            Inner::Burn(m) => TreeInner::Burn(m.new_tree_cache()),
+            Inner::Burn(m) => TreeInner::Burn(Box::new(m.new_tree_cache())),
             Inner::Native { model, .. } => TreeInner::Native(model.new_tree()),
         };
         TreeCache { inner }
