@@ -36,6 +36,11 @@ pub(crate) struct Args {
     /// ../shared/notes/llama-cpp-peer.md for building it); without it the peer columns are empty.
     #[arg(long, value_name = "PATH")]
     llama_bench: Option<PathBuf>,
+    /// A Python with torch, transformers, gguf and accelerate: runs
+    /// xtask/python/bench_transformers_cpu.py on the same file (dequantized to f32), measured the
+    /// same way, for the f32 rows' peer.
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
     /// Timed repetitions per figure (the median is reported).
     #[arg(long, default_value_t = 7)]
     reps: usize,
@@ -51,7 +56,7 @@ const CONTEXT: usize = 64;
 const MAX_K: usize = 8;
 const DECODE_STEPS: usize = 32;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 struct Row {
     runtime: String,
     storage: String,
@@ -163,6 +168,21 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
     })
 }
 
+fn transformers(python: &Path, model: &Path, threads: usize, prompt: &[u32], reps: usize) -> anyhow::Result<Row> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/bench_transformers_cpu.py");
+    let ids: Vec<String> = prompt.iter().map(u32::to_string).collect();
+    let output = Command::new(python)
+        .arg(&script)
+        .args(["--model", &model.display().to_string(), "--threads", &threads.to_string()])
+        .args(["--ids", &ids.join(","), "--reps", &reps.to_string()])
+        .output()
+        .with_context(|| format!("running {} {}", python.display(), script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).context("reading bench_transformers_cpu.py's JSON")
+}
+
 /// Progress goes to stderr.
 #[allow(clippy::print_stderr)]
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -220,6 +240,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             eprintln!("measuring llama.cpp, {threads} threads…");
             rows.push(llama_bench(bin, &model_path, threads)?);
         }
+        if let Some(python) = &args.python {
+            eprintln!("measuring transformers, {threads} threads…");
+            rows.push(transformers(python, &model_path, threads, &prompt, args.reps)?);
+        }
     }
     let report =
         Report { model: model_path.display().to_string(), context: CONTEXT, reps: args.reps, parameters: params, rows };
@@ -233,7 +257,7 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
     writeln!(md, "# CPU runtime: scoring a draft, decoding and prefill on {file}\n")?;
     writeln!(
         md,
-        "Regenerate with `cargo run --release -p xtask -- bench-cpu --llama-bench PATH/llama-bench` \
+        "Regenerate with `cargo run --release -p xtask -- bench-cpu --llama-bench PATH/llama-bench --python PATH/python` \
          (2-core machine; medians of {} runs; context {} tokens; the k-position passes return all k \
          logit rows, as verification needs; llama.cpp's pp-k rows are its prompt processing of k \
          tokens from an empty context). {} weight elements per position.\n",

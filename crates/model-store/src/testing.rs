@@ -2,10 +2,10 @@
 //! tests behave alike.
 //!
 //! In order: the file named by the environment variable the caller gives (e.g.
-//! `ANYSPEC_SMOLLM2_GGUF`); the model cache; a fetch into the cache, unless `ANYSPEC_OFFLINE=1`.
-//! When none works, [`model_for_tests`] returns `None` after saying why on stderr, so the tests
-//! pass with a loud skip on a machine without the model, unless `ANYSPEC_REQUIRE_MODELS=1` (CI
-//! sets it), which turns a missing model into a panic.
+//! `ANYSPEC_SMOLLM2_GGUF`, when set and not empty); the model cache; a fetch into the cache,
+//! unless `ANYSPEC_OFFLINE=1`. When none works, [`model_for_tests`] returns `None` after saying
+//! why on stderr, so the tests pass with a loud skip on a machine without the model, unless
+//! `ANYSPEC_REQUIRE_MODELS=1` (CI sets it), which turns a missing model into a panic.
 
 use std::path::PathBuf;
 
@@ -33,7 +33,7 @@ pub fn model_for_tests(model: &KnownModel, path_variable: &str) -> Option<PathBu
 
 #[allow(clippy::print_stderr)]
 fn find_or_fetch(model: &KnownModel, path_variable: &str) -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os(path_variable) {
+    if let Some(path) = std::env::var_os(path_variable).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
     let store = ModelStore::new(cache_root(None).map_err(|e| e.to_string())?);

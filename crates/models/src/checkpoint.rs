@@ -129,7 +129,7 @@ impl Checkpoint {
                 // The map lives only while the weights are read: the engines hold their own
                 // (repacked) copies, so the file's pages are released after loading.
                 let file = GgufFile::open(&self.path)?;
-                let mut weights = GgufWeights::new(&file, &self.path, &self.config);
+                let mut weights = GgufWeights::open(&file, &self.path, &self.config)?;
                 Llama::load_from(&mut weights, self.config.clone(), device, options)
             }
         }
@@ -144,7 +144,7 @@ impl Checkpoint {
             CheckpointFormat::HuggingFace => WeightFiles::open(&self.path)?.read_f32(name, shape),
             CheckpointFormat::Gguf => {
                 let file = GgufFile::open(&self.path)?;
-                GgufWeights::new(&file, &self.path, &self.config).read_f32(name, shape)
+                GgufWeights::open(&file, &self.path, &self.config)?.read_f32(name, shape)
             }
         }
     }

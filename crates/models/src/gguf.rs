@@ -98,8 +98,14 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
 }
 
 /// A GGUF file's tensors under Hugging Face names.
+///
+/// Weight matrices are read with positioned reads (`pread`) rather than through the memory map:
+/// the engines keep their own repacked copy, and pages touched through a map would count in the
+/// process's resident memory on top of it until the map is dropped (the peak of a load would be
+/// twice the file).
 pub(crate) struct GgufWeights<'a> {
     file: &'a GgufFile,
+    reader: std::fs::File,
     path: &'a Path,
     config: &'a LlamaConfig,
     /// Whether query/key rows are stored permuted (llama architecture).
@@ -107,8 +113,9 @@ pub(crate) struct GgufWeights<'a> {
 }
 
 impl<'a> GgufWeights<'a> {
-    pub(crate) fn new(file: &'a GgufFile, path: &'a Path, config: &'a LlamaConfig) -> Self {
-        GgufWeights { file, path, config, permuted: config.model_type == "llama" }
+    pub(crate) fn open(file: &'a GgufFile, path: &'a Path, config: &'a LlamaConfig) -> Result<Self> {
+        let reader = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        Ok(GgufWeights { file, reader, path, config, permuted: config.model_type == "llama" })
     }
 
     /// The GGUF name of a Hugging Face tensor name, and whether its rows are permuted (with the
@@ -240,13 +247,19 @@ impl WeightSource for GgufWeights<'_> {
     }
 
     fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>> {
+        use std::os::unix::fs::FileExt;
         let (info, heads) = self.lookup(name, &[rows, cols])?;
         let format = self.format(info)?;
+        // The parser checked that the tensor lies inside the file.
+        let mut bytes = vec![0u8; info.byte_len() as usize];
+        self.reader
+            .read_exact_at(&mut bytes, info.offset)
+            .map_err(|source| Error::Io { path: self.path.to_owned(), source })?;
         Ok(RawMatrix {
             format,
             rows,
             cols,
-            bytes: Cow::Borrowed(self.file.tensor_data(info)),
+            bytes: Cow::Owned(bytes),
             permutation: heads.map(|heads| unpermute_order(rows, heads)),
         })
     }

@@ -316,3 +316,27 @@ fn rdk_and_shortlists_run_from_their_artifacts_and_refuse_other_tokenizers() {
     assert!(err.contains("--shortlist"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn engines_kernels_and_threads_give_the_same_greedy_tokens_and_are_reported() {
+    let native = generate_json(&["--max-tokens", "16", "--ignore-eos", "--engine", "native", "--threads", "1"]);
+    assert_eq!((native["engine"].as_str(), native["threads"].as_u64()), (Some("native"), Some(1)));
+    let scalar = generate_json(&["--max-tokens", "16", "--ignore-eos", "--kernel", "scalar", "--threads", "2"]);
+    assert_eq!((scalar["kernel"].as_str(), scalar["threads"].as_u64()), (Some("scalar"), Some(2)));
+    let burn = generate_json(&["--max-tokens", "16", "--ignore-eos", "--engine", "burn"]);
+    assert_eq!((burn["engine"].as_str(), burn["kernel"].as_str()), (Some("burn"), None));
+    assert_eq!(native["tokens"], burn["tokens"]);
+    assert_eq!(native["tokens"], scalar["tokens"]);
+
+    let target = fixture("llama3-gqa");
+    let target = target.to_str().unwrap();
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--engine", "tpu"]);
+    assert!(err.contains("\"tpu\"") && err.contains("native"), "{err}");
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--kernel", "neon"]);
+    assert!(err.contains("\"neon\"") && err.contains("scalar"), "{err}");
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--threads", "0"]);
+    assert!(err.contains("thread"), "{err}");
+    // --chat needs a template; this checkpoint has none.
+    let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", "--chat"]);
+    assert!(err.contains("chat template"), "{err}");
+}
