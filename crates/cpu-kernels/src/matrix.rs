@@ -44,10 +44,20 @@ impl Data {
 /// `select[j]` for a gathered product.
 #[derive(Clone, Copy)]
 pub(crate) struct Rows<'a> {
-    matrix: &'a Matrix,
+    /// The matrix's storage, resolved once per chunk (not once per row: a shared owner is
+    /// reached through a virtual call).
+    data: RowData<'a>,
     select: Option<&'a [u32]>,
     pub(crate) start: usize,
     pub(crate) end: usize,
+}
+
+/// A matrix's rows as the kernels read them: f32 rows of `usize` values, or block rows of
+/// `usize` bytes.
+#[derive(Clone, Copy)]
+enum RowData<'a> {
+    F32(&'a [f32], usize),
+    Blocks(&'a [u8], usize),
 }
 
 impl<'a> Rows<'a> {
@@ -55,7 +65,10 @@ impl<'a> Rows<'a> {
     #[inline]
     pub(crate) fn get(&self, j: usize) -> RowRef<'a> {
         let row = self.select.map_or(j, |s| s[j] as usize);
-        self.matrix.row_ref(row)
+        match self.data {
+            RowData::F32(v, cols) => RowRef::F32(v.get(row * cols..(row + 1) * cols).unwrap_or(&[])),
+            RowData::Blocks(b, len) => RowRef::Blocks(b.get(row * len..(row + 1) * len).unwrap_or(&[])),
+        }
     }
 }
 
@@ -398,7 +411,11 @@ impl Matrix {
         select: Option<&[u32]>,
         outs: &mut [&mut [f32]],
     ) {
-        let rows = Rows { matrix: self, select, start: range.start, end: range.end };
+        let data = match (&self.data, self.data.blocks()) {
+            (Data::F32(v), _) => RowData::F32(v, self.cols),
+            (_, b) => RowData::Blocks(b.unwrap_or(&[]), self.row_bytes),
+        };
+        let rows = Rows { data, select, start: range.start, end: range.end };
         let format = self.stored_format();
         for g in (0..m).step_by(MAX_M) {
             let group = (m - g).min(MAX_M);

@@ -148,8 +148,6 @@ pub(crate) fn dot_rows(format: WeightFormat, rows: Rows<'_>, xq: &QuantizedX, fi
 
 /// Per-row scratch: the scales of a segment of blocks.
 struct Scratch {
-    d_bits: [u16; SEGMENT],
-    m_bits: [u16; SEGMENT],
     dw: [f32; SEGMENT],
     mw: [f32; SEGMENT],
 }
@@ -164,7 +162,7 @@ unsafe fn rows_impl<const M: usize, const A: usize>(
     first: usize,
     outs: &mut [&mut [f32]],
 ) {
-    let mut scratch = Scratch { d_bits: [0; SEGMENT], m_bits: [0; SEGMENT], dw: [0.0; SEGMENT], mw: [0.0; SEGMENT] };
+    let mut scratch = Scratch { dw: [0.0; SEGMENT], mw: [0.0; SEGMENT] };
     match format {
         // SAFETY (all arms): as for this function.
         WeightFormat::Q8_0 => unsafe { rows_of::<M, A, Q8_0>(rows, xq, first, outs, &mut scratch) },
@@ -263,7 +261,7 @@ unsafe fn dot<const M: usize, const A: usize, const F: u8>(
     let qp = xq.qs.as_ptr().wrapping_add(first * cols);
     let dp = xq.d.as_ptr().wrapping_add(first * blocks);
     let sp = xq.s.as_ptr().wrapping_add(first * blocks);
-    let Scratch { d_bits, m_bits, dw, mw } = scratch;
+    let Scratch { dw, mw } = scratch;
     // SAFETY (whole body): block b of the row lies at rp + b·bb (b < blocks); activation row i
     // (i < M) has its values at qp + i·cols and its scales at dp/sp + i·blocks; the stack
     // buffers hold SEGMENT values and are indexed below n ≤ SEGMENT (rounded down to 8 for
@@ -271,24 +269,39 @@ unsafe fn dot<const M: usize, const A: usize, const F: u8>(
     unsafe {
         for seg in (0..blocks).step_by(SEGMENT) {
             let n = (blocks - seg).min(SEGMENT);
-            // The scales of the segment's blocks, converted eight at a time.
-            for j in 0..n {
-                let p = rp.add((seg + j) * bb);
-                d_bits[j] = p.cast::<u16>().read_unaligned();
-                if q4_1 {
-                    m_bits[j] = p.add(2).cast::<u16>().read_unaligned();
-                }
-            }
+            // The scales of the segment's blocks, converted eight at a time. They are gathered
+            // into a register (not through a buffer of u16s: a store per block and scale
+            // cost more than the blocks' arithmetic on short rows).
             for c in (0..n).step_by(8) {
-                let d = _mm256_cvtph_ps(_mm_loadu_si128(d_bits.as_ptr().add(c).cast()));
-                _mm256_storeu_ps(dw.as_mut_ptr().add(c), d);
-                // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
-                let m = if q4_1 {
-                    _mm256_cvtph_ps(_mm_loadu_si128(m_bits.as_ptr().add(c).cast()))
+                let k = (n - c).min(8);
+                let at = |j: usize| rp.add((seg + c + j) * bb);
+                let (d, m) = if q4_1 {
+                    // d and m are adjacent: one u32 per block, then d to the low half and m to
+                    // the high half of each 128-bit lane.
+                    let mut v = [0u32; 8];
+                    for (j, v) in v.iter_mut().enumerate().take(k) {
+                        *v = at(j).cast::<u32>().read_unaligned();
+                    }
+                    let v = _mm256_loadu_si256(v.as_ptr().cast());
+                    let split = _mm256_setr_epi8(
+                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10,
+                        11, 14, 15,
+                    );
+                    let v = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(v, split));
+                    (_mm256_cvtph_ps(_mm256_castsi256_si128(v)), _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(v)))
                 } else {
-                    _mm256_mul_ps(d, _mm256_set1_ps(-8.0))
+                    let mut v = [0u16; 8];
+                    for (j, v) in v.iter_mut().enumerate().take(k) {
+                        *v = at(j).cast::<u16>().read_unaligned();
+                    }
+                    let d = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().cast()));
+                    // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
+                    (d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0)))
                 };
-                _mm256_storeu_ps(mw.as_mut_ptr().add(c), m);
+                _mm256_storeu_ps(dw.as_mut_ptr().add(c), d);
+                if !q8 {
+                    _mm256_storeu_ps(mw.as_mut_ptr().add(c), m);
+                }
             }
             // The quantized values, block by block: A blocks per step (into A accumulator
             // sets, a constant index each), then the remaining ones into the first set.
