@@ -15,8 +15,8 @@ use crate::weights::transpose;
 
 mod tree;
 
-pub(crate) use tree::BurnTree;
 pub use tree::TreeNode;
+pub(crate) use tree::{BurnTree, grow_tree};
 
 /// A `Linear` layer stored as `[in, out]` so that `x.matmul(weight)` needs no transpose.
 #[derive(Clone, Debug)]

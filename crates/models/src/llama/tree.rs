@@ -50,11 +50,6 @@ impl BurnTree {
         self.parents.len()
     }
 
-    /// Whether no node has been run.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.parents.is_empty()
-    }
-
     /// Forgets every node (for a new tree, or after the KV cache changed).
     pub(crate) fn clear(&mut self) {
         self.layers.iter_mut().for_each(|l| *l = None);
@@ -63,6 +58,47 @@ impl BurnTree {
         self.depths.clear();
         self.below = 0;
     }
+}
+
+/// Checks `nodes` as new nodes of a token tree (its nodes' `parents` and `depths`, hung below a
+/// cache of `below` positions) that is to grow below a cache of `start` positions, and returns
+/// the parents and depths with the new nodes appended. Both engines' trees grow through it.
+pub(crate) fn grow_tree(
+    parents: &[Option<usize>],
+    depths: &[usize],
+    below: usize,
+    start: usize,
+    nodes: &[TreeNode],
+    vocab_size: usize,
+) -> Result<(Vec<Option<usize>>, Vec<usize>)> {
+    if !parents.is_empty() && below != start {
+        return Err(Error::InvalidArgument(format!(
+            "the token tree hangs below a cache of {below} positions but the cache now holds {start}; \
+             clear the tree (TreeCache::clear) when the cache changes"
+        )));
+    }
+    let base = parents.len();
+    let mut parents = parents.to_vec();
+    let mut depths = depths.to_vec();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.token as usize >= vocab_size {
+            return Err(Error::TokenOutOfRange { token: node.token, vocab_size });
+        }
+        let id = base + i;
+        let depth = match node.parent {
+            None => 0,
+            Some(parent) if parent < id => depths[parent] + 1,
+            Some(parent) => {
+                return Err(Error::InvalidArgument(format!(
+                    "token-tree node {id} names node {parent} as its parent; a parent must come \
+                     before its children"
+                )));
+            }
+        };
+        parents.push(node.parent);
+        depths.push(depth);
+    }
+    Ok((parents, depths))
 }
 
 impl BurnLlama {
@@ -94,34 +130,8 @@ impl BurnLlama {
             return Ok(());
         }
         let start = cache.len();
-        if !tree.is_empty() && tree.below != start {
-            return Err(Error::InvalidArgument(format!(
-                "the token tree hangs below a cache of {} positions but the cache now holds {start}; \
-                 clear the tree (TreeCache::clear) when the cache changes",
-                tree.below
-            )));
-        }
         let base = tree.len();
-        let mut parents = tree.parents.clone();
-        let mut depths = tree.depths.clone();
-        for (i, node) in nodes.iter().enumerate() {
-            if node.token as usize >= c.vocab_size {
-                return Err(Error::TokenOutOfRange { token: node.token, vocab_size: c.vocab_size });
-            }
-            let id = base + i;
-            let depth = match node.parent {
-                None => 0,
-                Some(parent) if parent < id => depths[parent] + 1,
-                Some(parent) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "token-tree node {id} names node {parent} as its parent; a parent must come \
-                         before its children"
-                    )));
-                }
-            };
-            parents.push(node.parent);
-            depths.push(depth);
-        }
+        let (parents, depths) = grow_tree(&tree.parents, &tree.depths, tree.below, start, nodes, c.vocab_size)?;
         let new_depths = &depths[base..];
         let deepest = new_depths.iter().max().copied().unwrap_or(0);
         if start + deepest + 1 > c.max_position_embeddings {

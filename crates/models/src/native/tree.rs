@@ -7,7 +7,7 @@ use anyspec_cpu_kernels::Threads;
 use super::cache::{KeyValues, NativeCache};
 use super::{NativeLlama, ops};
 use crate::error::{Error, Result};
-use crate::llama::TreeNode;
+use crate::llama::{TreeNode, grow_tree};
 
 /// The nodes of a token tree run so far below one KV cache.
 #[derive(Clone, Debug)]
@@ -66,34 +66,8 @@ impl NativeLlama {
             return Ok(());
         }
         let start = cache.len();
-        if tree.len() > 0 && tree.below != start {
-            return Err(Error::InvalidArgument(format!(
-                "the token tree hangs below a cache of {} positions but the cache now holds {start}; \
-                 clear the tree (TreeCache::clear) when the cache changes",
-                tree.below
-            )));
-        }
         let base = tree.len();
-        let mut parents = tree.parents.clone();
-        let mut depths = tree.depths.clone();
-        for (i, node) in nodes.iter().enumerate() {
-            if node.token as usize >= c.vocab_size {
-                return Err(Error::TokenOutOfRange { token: node.token, vocab_size: c.vocab_size });
-            }
-            let id = base + i;
-            let depth = match node.parent {
-                None => 0,
-                Some(parent) if parent < id => depths[parent] + 1,
-                Some(parent) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "token-tree node {id} names node {parent} as its parent; a parent must come \
-                         before its children"
-                    )));
-                }
-            };
-            parents.push(node.parent);
-            depths.push(depth);
-        }
+        let (parents, depths) = grow_tree(&tree.parents, &tree.depths, tree.below, start, nodes, c.vocab_size)?;
         let deepest = depths[base..].iter().max().copied().unwrap_or(0);
         if start + deepest + 1 > c.max_position_embeddings {
             return Err(Error::ContextFull { needed: start + deepest + 1, max: c.max_position_embeddings });
