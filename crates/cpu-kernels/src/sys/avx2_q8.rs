@@ -279,8 +279,15 @@ unsafe fn dot<const M: usize, const A: usize, const F: u8>(
                     // d and m are adjacent: one u32 per block, then d to the low half and m to
                     // the high half of each 128-bit lane.
                     let mut v = [0u32; 8];
-                    for (j, v) in v.iter_mut().enumerate().take(k) {
-                        *v = at(j).cast::<u32>().read_unaligned();
+                    if k == 8 {
+                        // A full group: a loop of constant length, unrolled.
+                        for (j, v) in v.iter_mut().enumerate() {
+                            *v = at(j).cast::<u32>().read_unaligned();
+                        }
+                    } else {
+                        for (j, v) in v.iter_mut().enumerate().take(k) {
+                            *v = at(j).cast::<u32>().read_unaligned();
+                        }
                     }
                     let v = _mm256_loadu_si256(v.as_ptr().cast());
                     let split = _mm256_setr_epi8(
@@ -291,8 +298,14 @@ unsafe fn dot<const M: usize, const A: usize, const F: u8>(
                     (_mm256_cvtph_ps(_mm256_castsi256_si128(v)), _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(v)))
                 } else {
                     let mut v = [0u16; 8];
-                    for (j, v) in v.iter_mut().enumerate().take(k) {
-                        *v = at(j).cast::<u16>().read_unaligned();
+                    if k == 8 {
+                        for (j, v) in v.iter_mut().enumerate() {
+                            *v = at(j).cast::<u16>().read_unaligned();
+                        }
+                    } else {
+                        for (j, v) in v.iter_mut().enumerate().take(k) {
+                            *v = at(j).cast::<u16>().read_unaligned();
+                        }
                     }
                     let d = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().cast()));
                     // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
