@@ -98,7 +98,7 @@ impl Session {
         let common = self.tokens.iter().zip(prefix).take_while(|(a, b)| a == b).count();
         self.truncate(common);
         if common < prefix.len() {
-            self.model.forward(&prefix[common..], &mut self.cache, 1)?;
+            self.model.forward_on_host(&prefix[common..], &mut self.cache, 1, None)?;
             self.tokens.extend_from_slice(&prefix[common..]);
         }
         if self.tree_below != self.tokens {
