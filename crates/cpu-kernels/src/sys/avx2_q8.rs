@@ -199,6 +199,18 @@ unsafe fn rows_of<const M: usize, const A: usize, const F: u8>(
     let mut out = [0.0f32; M];
     let need = xq.cols / QK * format_of(F).block_bytes();
     for j in rows.start..rows.end {
+        // Measured: it speeds up the Q8_0 head at M = 1 (by about 8%), slows down Q4_1 rows
+        // and every format at M > 1.
+        if M == 1
+            && F == Q8_0
+            && j + PREFETCH_AHEAD < rows.end
+            && let RowRef::Blocks(ahead) = rows.get(j + PREFETCH_AHEAD)
+        {
+            for line in (0..ahead.len()).step_by(64) {
+                // SAFETY: the address lies inside `ahead`; a prefetch reads nothing anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.as_ptr().add(line).cast()) };
+            }
+        }
         match rows.get(j) {
             RowRef::Blocks(row) if row.len() >= need => {
                 // SAFETY: features and activations checked by the caller, the row just above.
@@ -211,6 +223,9 @@ unsafe fn rows_of<const M: usize, const A: usize, const F: u8>(
         }
     }
 }
+
+/// Rows ahead whose blocks are prefetched (Q8_0 at M = 1 only; see [`rows_of`]).
+const PREFETCH_AHEAD: usize = 4;
 
 /// Blocks whose scales are converted together (f16 → f32, eight at a time) before their
 /// quantized values are multiplied; it bounds the stack buffers.
