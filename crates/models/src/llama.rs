@@ -16,7 +16,7 @@ use crate::weights::transpose;
 mod tree;
 
 pub use tree::TreeNode;
-pub(crate) use tree::{BurnTree, grow_tree};
+pub(crate) use tree::{BurnTree, GrownTree, grow_tree};
 
 /// A `Linear` layer stored as `[in, out]` so that `x.matmul(weight)` needs no transpose.
 #[derive(Clone, Debug)]

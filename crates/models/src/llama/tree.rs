@@ -14,6 +14,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use super::{BurnLlama, PrunedHead, rms_norm};
 use crate::cache::BurnCache;
+use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
 
 /// One node of a token tree (see [`Llama::extend_tree`]).
@@ -60,17 +61,37 @@ impl BurnTree {
     }
 }
 
-/// Checks `nodes` as new nodes of a token tree (its nodes' `parents` and `depths`, hung below a
-/// cache of `below` positions) that is to grow below a cache of `start` positions, and returns
-/// the parents and depths with the new nodes appended. Both engines' trees grow through it.
+/// A token tree's shape (each node's parent and depth) grown by new nodes.
+pub(crate) struct GrownTree {
+    pub(crate) parents: Vec<Option<usize>>,
+    pub(crate) depths: Vec<usize>,
+    /// The depth of the deepest new node.
+    pub(crate) deepest: usize,
+}
+
+/// Checks `nodes` as new nodes of a token tree made for `tree_layers` layers (its nodes'
+/// `parents` and `depths`, hung below a cache of `below` positions) that is to grow below a
+/// cache of `start` positions, and returns its shape with the new nodes appended (`None` when
+/// there are none). Both engines' trees grow through it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn grow_tree(
+    config: &LlamaConfig,
+    tree_layers: usize,
     parents: &[Option<usize>],
     depths: &[usize],
     below: usize,
     start: usize,
     nodes: &[TreeNode],
-    vocab_size: usize,
-) -> Result<(Vec<Option<usize>>, Vec<usize>)> {
+) -> Result<Option<GrownTree>> {
+    if tree_layers != config.num_layers {
+        return Err(Error::InvalidArgument(format!(
+            "the token tree was made for {tree_layers} layers but the model has {}; make it with Llama::new_tree_cache",
+            config.num_layers
+        )));
+    }
+    if nodes.is_empty() {
+        return Ok(None);
+    }
     if !parents.is_empty() && below != start {
         return Err(Error::InvalidArgument(format!(
             "the token tree hangs below a cache of {below} positions but the cache now holds {start}; \
@@ -81,8 +102,8 @@ pub(crate) fn grow_tree(
     let mut parents = parents.to_vec();
     let mut depths = depths.to_vec();
     for (i, node) in nodes.iter().enumerate() {
-        if node.token as usize >= vocab_size {
-            return Err(Error::TokenOutOfRange { token: node.token, vocab_size });
+        if node.token as usize >= config.vocab_size {
+            return Err(Error::TokenOutOfRange { token: node.token, vocab_size: config.vocab_size });
         }
         let id = base + i;
         let depth = match node.parent {
@@ -98,7 +119,11 @@ pub(crate) fn grow_tree(
         parents.push(node.parent);
         depths.push(depth);
     }
-    Ok((parents, depths))
+    let deepest = depths[base..].iter().max().copied().unwrap_or(0);
+    if start + deepest + 1 > config.max_position_embeddings {
+        return Err(Error::ContextFull { needed: start + deepest + 1, max: config.max_position_embeddings });
+    }
+    Ok(Some(GrownTree { parents, depths, deepest }))
 }
 
 impl BurnLlama {
@@ -119,24 +144,11 @@ impl BurnLlama {
     pub(crate) fn extend_tree(&self, nodes: &[TreeNode], cache: &BurnCache, tree: &mut BurnTree) -> Result<()> {
         let c = &self.config;
         self.check_cache(cache)?;
-        if tree.layers.len() != c.num_layers {
-            return Err(Error::InvalidArgument(format!(
-                "the token tree was made for {} layers but the model has {}; make it with Llama::new_tree_cache",
-                tree.layers.len(),
-                c.num_layers
-            )));
-        }
-        if nodes.is_empty() {
-            return Ok(());
-        }
         let start = cache.len();
         let base = tree.len();
-        let (parents, depths) = grow_tree(&tree.parents, &tree.depths, tree.below, start, nodes, c.vocab_size)?;
+        let grown = grow_tree(c, tree.layers.len(), &tree.parents, &tree.depths, tree.below, start, nodes)?;
+        let Some(GrownTree { parents, depths, deepest }) = grown else { return Ok(()) };
         let new_depths = &depths[base..];
-        let deepest = new_depths.iter().max().copied().unwrap_or(0);
-        if start + deepest + 1 > c.max_position_embeddings {
-            return Err(Error::ContextFull { needed: start + deepest + 1, max: c.max_position_embeddings });
-        }
 
         // Each new node's ancestors and itself, root first, padded to the deepest path with the
         // node itself under a −∞ mask (a sliding window masks far ancestors the same way).

@@ -7,7 +7,7 @@ use anyspec_cpu_kernels::Threads;
 use super::cache::{KeyValues, NativeCache};
 use super::{NativeLlama, ops};
 use crate::error::{Error, Result};
-use crate::llama::{TreeNode, grow_tree};
+use crate::llama::{GrownTree, TreeNode, grow_tree};
 
 /// The nodes of a token tree run so far below one KV cache.
 #[derive(Clone, Debug)]
@@ -55,23 +55,10 @@ impl NativeLlama {
     ) -> Result<()> {
         let c = &self.config;
         cache.check(c)?;
-        if tree.layers.len() != c.num_layers {
-            return Err(Error::InvalidArgument(format!(
-                "the token tree was made for {} layers but the model has {}; make it with Llama::new_tree_cache",
-                tree.layers.len(),
-                c.num_layers
-            )));
-        }
-        if nodes.is_empty() {
-            return Ok(());
-        }
         let start = cache.len();
         let base = tree.len();
-        let (parents, depths) = grow_tree(&tree.parents, &tree.depths, tree.below, start, nodes, c.vocab_size)?;
-        let deepest = depths[base..].iter().max().copied().unwrap_or(0);
-        if start + deepest + 1 > c.max_position_embeddings {
-            return Err(Error::ContextFull { needed: start + deepest + 1, max: c.max_position_embeddings });
-        }
+        let grown = grow_tree(c, tree.layers.len(), &tree.parents, &tree.depths, tree.below, start, nodes)?;
+        let Some(GrownTree { parents, depths, .. }) = grown else { return Ok(()) };
         // Each new node's path from the root to itself.
         let paths: Vec<Vec<usize>> = (base..base + nodes.len())
             .map(|id| {
