@@ -235,29 +235,29 @@ pub(crate) fn build_error(file: &str, what: &str, source: Box<dyn std::error::Er
 }
 
 fn string_array<'a>(file: &'a GgufFile, key: &str) -> Result<Vec<&'a str>> {
-    let items = file.get_array(key)?;
-    items
-        .iter()
-        .map(|v| {
-            v.as_str().ok_or_else(|| Error::WrongType {
-                file: file.label(),
-                key: key.to_string(),
-                expected: "an array of strings",
-                found: format!("an array of {}", v.type_name()),
-            })
-        })
-        .collect()
+    typed_array(file, key, "an array of strings", MetadataValue::as_str)
 }
 
 fn float_array(file: &GgufFile, key: &str) -> Result<Vec<f32>> {
+    typed_array(file, key, "an array of floats", MetadataValue::as_f32)
+}
+
+/// The array under `key` with every element converted by `convert`, or an error naming the
+/// element type found when one does not convert.
+fn typed_array<'a, T>(
+    file: &'a GgufFile,
+    key: &str,
+    expected: &'static str,
+    convert: impl Fn(&'a MetadataValue) -> Option<T>,
+) -> Result<Vec<T>> {
     let items = file.get_array(key)?;
     items
         .iter()
         .map(|v| {
-            v.as_f32().ok_or_else(|| Error::WrongType {
+            convert(v).ok_or_else(|| Error::WrongType {
                 file: file.label(),
                 key: key.to_string(),
-                expected: "an array of floats",
+                expected,
                 found: format!("an array of {}", v.type_name()),
             })
         })
