@@ -331,9 +331,9 @@ impl Llama {
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, logits_rows: usize) -> Result<Tensor<2>> {
         match (&self.inner, &mut cache.inner) {
             (Inner::Burn(m), CacheInner::Burn(c)) => m.forward(tokens, c, logits_rows),
-            (Inner::Native { .. }, CacheInner::Native(_)) => {
-                let rows = self.forward_on_host(tokens, cache, logits_rows, None)?;
-                Ok(self.host_tensor(rows))
+            (Inner::Native { model, threads }, CacheInner::Native(c)) => {
+                let flat = native_forward(model, threads, tokens, c, logits_rows, None)?;
+                Ok(self.host_tensor(flat, logits_rows))
             }
             _ => Err(engine_mismatch("KV cache")),
         }
@@ -354,9 +354,9 @@ impl Llama {
     ) -> Result<Tensor<2>> {
         match (&self.inner, &mut cache.inner) {
             (Inner::Burn(m), CacheInner::Burn(c)) => m.forward_pruned(tokens, c, logits_rows, head),
-            (Inner::Native { .. }, CacheInner::Native(_)) => {
-                let rows = self.forward_on_host(tokens, cache, logits_rows, Some(head))?;
-                Ok(self.host_tensor(rows))
+            (Inner::Native { model, threads }, CacheInner::Native(c)) => {
+                let flat = native_forward(model, threads, tokens, c, logits_rows, Some(head))?;
+                Ok(self.host_tensor(flat, logits_rows))
             }
             _ => Err(engine_mismatch("KV cache")),
         }
@@ -380,9 +380,7 @@ impl Llama {
                 Ok(anyspec_kernels::readback::read_rows(logits)?)
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
-                let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
-                let flat = model.logits(&normed, head.map(PrunedHead::ids), threads)?;
-                Ok(split_rows(flat, logits_rows))
+                Ok(split_rows(native_forward(model, threads, tokens, c, logits_rows, head)?, logits_rows))
             }
             _ => Err(engine_mismatch("KV cache")),
         }
@@ -424,9 +422,9 @@ impl Llama {
     pub fn tree_logits(&self, tree: &TreeCache, rows: &[usize], head: Option<&PrunedHead>) -> Result<Tensor<2>> {
         match (&self.inner, &tree.inner) {
             (Inner::Burn(m), TreeInner::Burn(t)) => m.tree_logits(t, rows, head),
-            (Inner::Native { .. }, TreeInner::Native(_)) => {
-                let rows = self.tree_logits_on_host(tree, rows, head)?;
-                Ok(self.host_tensor(rows))
+            (Inner::Native { model, threads }, TreeInner::Native(t)) => {
+                let flat = model.tree_logits(t, rows, head.map(PrunedHead::ids), threads)?;
+                Ok(self.host_tensor(flat, rows.len()))
             }
             _ => Err(engine_mismatch("token tree")),
         }
@@ -468,12 +466,25 @@ impl Llama {
         self.tree_logits(&tree, rows, head)
     }
 
-    /// Host rows as a `[rows, width]` tensor on the model's device.
-    fn host_tensor(&self, rows: Vec<Vec<f32>>) -> Tensor<2> {
-        let (count, width) = (rows.len(), rows.first().map_or(0, Vec::len));
-        let flat: Vec<f32> = rows.into_iter().flatten().collect();
-        Tensor::from_data(TensorData::new(flat, [count, width]), &self.device)
+    /// `rows` host rows, flat, as a `[rows, width]` tensor on the model's device.
+    fn host_tensor(&self, flat: Vec<f32>, rows: usize) -> Tensor<2> {
+        let width = flat.len() / rows.max(1);
+        Tensor::from_data(TensorData::new(flat, [rows, width]), &self.device)
     }
+}
+
+/// The native engine's forward pass: the last `rows` logit rows (over `head`'s ids when given),
+/// flat, as both the tensor and the host forms are made from.
+fn native_forward(
+    model: &NativeLlama,
+    threads: &Threads,
+    tokens: &[u32],
+    cache: &mut NativeCache,
+    rows: usize,
+    head: Option<&PrunedHead>,
+) -> Result<Vec<f32>> {
+    let normed = model.final_hidden(tokens, cache, rows, threads)?;
+    model.logits(&normed, head.map(PrunedHead::ids), threads)
 }
 
 fn split_rows(flat: Vec<f32>, rows: usize) -> Vec<Vec<f32>> {
