@@ -241,7 +241,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         None => None,
         Some(dir) => {
             let checkpoint = open(dir, "--drafter")?;
-            let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &checkpoint)?;
+            let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &tokenizer, &checkpoint)?;
             match &args.algo {
                 None => {
                     check_same_tokenizer(&args.target, dir, &target_vocab, &drafter_vocab)?;
@@ -341,15 +341,22 @@ fn open(dir: &Path, flag: &str) -> anyhow::Result<Checkpoint> {
     Checkpoint::open(dir).with_context(|| format!("{flag} {}", dir.display()))
 }
 
-/// The vocabularies of both checkpoints (from `tokenizer.json` or the GGUF metadata).
-fn vocabularies(target: &Checkpoint, drafter: &Checkpoint) -> anyhow::Result<(Vocabulary, Vocabulary)> {
-    let load = |checkpoint: &Checkpoint, flag: &str| -> anyhow::Result<Vocabulary> {
-        let context = || format!("{flag} {}: reading its tokenizer", checkpoint.path().display());
-        let tokenizer = checkpoint.tokenizer().with_context(context)?;
+/// The vocabularies of both checkpoints (from `tokenizer.json` or the GGUF metadata); the
+/// target's tokenizer is already loaded.
+fn vocabularies(
+    target: &Checkpoint,
+    target_tokenizer: &TextTokenizer,
+    drafter: &Checkpoint,
+) -> anyhow::Result<(Vocabulary, Vocabulary)> {
+    let vocabulary = |checkpoint: &Checkpoint, tokenizer: &TextTokenizer, flag: &str| -> anyhow::Result<Vocabulary> {
         let name = checkpoint.path().display().to_string();
-        Vocabulary::from_tokenizer(tokenizer.inner().clone(), name).with_context(context)
+        Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)
+            .with_context(|| format!("{flag} {}: reading its tokenizer", checkpoint.path().display()))
     };
-    Ok((load(target, "--target")?, load(drafter, "--drafter")?))
+    let drafter_tokenizer = drafter
+        .tokenizer()
+        .with_context(|| format!("--drafter {}: reading its tokenizer", drafter.path().display()))?;
+    Ok((vocabulary(target, target_tokenizer, "--target")?, vocabulary(drafter, &drafter_tokenizer, "--drafter")?))
 }
 
 /// A model drafter without `--algo` proposes target ids directly, so both checkpoints must share
