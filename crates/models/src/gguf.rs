@@ -38,15 +38,21 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
     }
     let key = |name: &str| format!("{arch}.{name}");
     let required = |name: &str| -> Result<u64> { file.get_u64(&key(name)).map_err(|e| gguf_error(e.to_string())) };
-    let optional_u64 = |name: &str| file.get(&key(name)).and_then(|_| file.get_u64(&key(name)).ok());
-    let optional_f32 = |name: &str| file.get(&key(name)).and_then(|_| file.get_f32(&key(name)).ok());
+    // An absent key takes its default; a present key of the wrong type is an error, never a
+    // silent default.
+    let optional_u64 = |name: &str| -> Result<Option<u64>> {
+        file.get(&key(name)).map(|_| file.get_u64(&key(name)).map_err(|e| gguf_error(e.to_string()))).transpose()
+    };
+    let optional_f32 = |name: &str| -> Result<Option<f32>> {
+        file.get(&key(name)).map(|_| file.get_f32(&key(name)).map_err(|e| gguf_error(e.to_string()))).transpose()
+    };
 
     let hidden = required("embedding_length")?;
     let heads = required("attention.head_count")?;
     let embeddings = file
         .tensor("token_embd.weight")
         .ok_or_else(|| gguf_error("the tensor token_embd.weight (the embedding matrix) is missing".into()))?;
-    let vocab = match (optional_u64("vocab_size"), embeddings.dims.get(1)) {
+    let vocab = match (optional_u64("vocab_size")?, embeddings.dims.get(1)) {
         (Some(v), _) => v,
         (None, Some(&rows)) => rows,
         (None, None) => return Err(gguf_error("token_embd.weight is not a matrix".into())),
@@ -61,7 +67,7 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
             });
         }
     }
-    if let Some(dims) = optional_u64("rope.dimension_count")
+    if let Some(dims) = optional_u64("rope.dimension_count")?
         && dims * heads != hidden
         && file.get(&key("attention.key_length")).is_none()
     {
@@ -80,15 +86,15 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
         "intermediate_size": required("feed_forward_length")?,
         "num_hidden_layers": required("block_count")?,
         "num_attention_heads": heads,
-        "num_key_value_heads": optional_u64("attention.head_count_kv").unwrap_or(heads),
-        "rms_norm_eps": optional_f32("attention.layer_norm_rms_epsilon").map_or(1e-5, f64::from),
-        "rope_theta": optional_f32("rope.freq_base").map_or(10_000.0, f64::from),
+        "num_key_value_heads": optional_u64("attention.head_count_kv")?.unwrap_or(heads),
+        "rms_norm_eps": optional_f32("attention.layer_norm_rms_epsilon")?.map_or(1e-5, f64::from),
+        "rope_theta": optional_f32("rope.freq_base")?.map_or(10_000.0, f64::from),
         "max_position_embeddings": required("context_length")?,
         "tie_word_embeddings": file.tensor("output.weight").is_none(),
         "eos_token_id": eos,
         "bos_token_id": bos,
     });
-    if let Some(head_dim) = optional_u64("attention.key_length") {
+    if let Some(head_dim) = optional_u64("attention.key_length")? {
         config["head_dim"] = Value::from(head_dim);
     }
     LlamaConfig::from_json(&config.to_string()).map_err(|err| match err {

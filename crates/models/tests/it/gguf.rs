@@ -35,9 +35,12 @@ struct Options {
     /// Whether to apply the converter's query/key permutation (a correct file does).
     permute: bool,
     architecture: &'static str,
+    /// Store the RoPE base as a string (a malformed file).
+    rope_base_as_text: bool,
 }
 
-const F32_PERMUTED: Options = Options { matrices: GgmlType::F32, permute: true, architecture: "llama" };
+const F32_PERMUTED: Options =
+    Options { matrices: GgmlType::F32, permute: true, architecture: "llama", rope_base_as_text: false };
 
 /// convert_hf_to_gguf.py's `permute`: within each head, row `s·d/2 + j` goes to `2j + s`.
 fn permute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
@@ -96,7 +99,14 @@ fn write_fixture(path: &Path, options: Options) {
         .metadata(&format!("{arch}.attention.head_count"), u32v(4))
         .metadata(&format!("{arch}.attention.head_count_kv"), u32v(2))
         .metadata(&format!("{arch}.attention.key_length"), u32v(16))
-        .metadata(&format!("{arch}.rope.freq_base"), MetadataValue::F32(500_000.0))
+        .metadata(
+            &format!("{arch}.rope.freq_base"),
+            if options.rope_base_as_text {
+                MetadataValue::String("500000".into())
+            } else {
+                MetadataValue::F32(500_000.0)
+            },
+        )
         .metadata(&format!("{arch}.attention.layer_norm_rms_epsilon"), MetadataValue::F32(1e-5));
     let mut put = |gguf: &str, hf: &str, heads: Option<usize>| {
         let (mut values, shape) = f32s(hf);
@@ -250,6 +260,12 @@ fn unsupported_architectures_types_and_truncation_are_named() {
     std::fs::write(&good.0, &bytes[..bytes.len() - 1000]).unwrap();
     let err = Checkpoint::open(&good.0).map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("cut.gguf"), "the error names the file: {err}");
+
+    // A metadata value of the wrong type is refused by name, not replaced by the default.
+    let typed = TempFile::new("text-rope.gguf");
+    write_fixture(&typed.0, Options { rope_base_as_text: true, ..F32_PERMUTED });
+    let err = Checkpoint::open(&typed.0).unwrap_err().to_string();
+    assert!(err.contains("rope.freq_base"), "{err}");
 
     // A file that is not a model at all.
     let text_file = TempFile::new("notes.txt");
