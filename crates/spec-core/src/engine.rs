@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+use crate::adaptive::{GammaTuner, StepObservation};
 use crate::draft::{Draft, DraftOrigin};
 use crate::error::{Error, Result};
 use crate::sampling::SamplingConfig;
@@ -116,6 +117,10 @@ impl<D: Drafter + ?Sized> Drafter for &mut D {
 pub struct GenerationConfig {
     /// Most tokens a drafter may propose per step (γ ≥ 1).
     pub gamma: usize,
+    /// Whether every step asks for `gamma` tokens or for the γ ≤ `gamma` that the measured
+    /// acceptance and costs favour.
+    #[serde(default)]
+    pub gamma_policy: GammaPolicy,
     /// Most new tokens to generate.
     pub max_new_tokens: usize,
     /// Tokens that end generation; the stop token itself is emitted.
@@ -131,6 +136,7 @@ impl Default for GenerationConfig {
     fn default() -> Self {
         GenerationConfig {
             gamma: 5,
+            gamma_policy: GammaPolicy::Fixed,
             max_new_tokens: 128,
             stop_tokens: Vec::new(),
             sampling: SamplingConfig::default(),
@@ -147,6 +153,20 @@ impl GenerationConfig {
         }
         self.sampling.validate()
     }
+}
+
+/// How many tokens each step asks the drafter for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GammaPolicy {
+    /// Always [`GenerationConfig::gamma`] (fewer only near the token budget or the context end).
+    #[default]
+    Fixed,
+    /// The γ in `0..=gamma` with the most expected tokens per second under the acceptance rate
+    /// and the drafter and verification costs measured so far ([`GammaTuner`];
+    /// speculative-decoding.txt §3.5). γ = 0 makes a plain step, so a drafter that does not pay
+    /// costs little more than plain decoding.
+    Adaptive,
 }
 
 /// Why generation ended.
@@ -176,6 +196,9 @@ pub struct Stats {
     pub rejected: u64,
     /// Tokens emitted (accepted + one per step, less anything cut by a stop condition).
     pub generated: u64,
+    /// Sum over steps of the γ asked of the drafter (0 for a plain step).
+    #[serde(default)]
+    pub asked: u64,
     /// Wall time spent in the drafter.
     pub draft_time: Duration,
     /// Wall time spent scoring and verifying.
@@ -200,6 +223,12 @@ impl Stats {
         ratio(self.accepted, self.steps)
     }
 
+    /// Mean γ asked per step (equal to the configured γ under [`GammaPolicy::Fixed`], away from
+    /// the end of the budget).
+    pub fn mean_gamma(&self) -> f64 {
+        ratio(self.asked, self.steps)
+    }
+
     /// Tokens emitted per verification step: the speed-up over autoregressive decoding when
     /// drafting is free.
     pub fn tokens_per_step(&self) -> f64 {
@@ -213,6 +242,7 @@ impl Stats {
         self.accepted += other.accepted;
         self.rejected += other.rejected;
         self.generated += other.generated;
+        self.asked += other.asked;
         self.draft_time += other.draft_time;
         self.verify_time += other.verify_time;
     }
@@ -259,6 +289,8 @@ pub fn generate(
     let mut sequence = prompt.to_vec();
     let mut output = Vec::new();
     let mut stats = Stats::default();
+    let mut tuner =
+        (config.gamma_policy == GammaPolicy::Adaptive && drafter.is_some()).then(|| GammaTuner::new(config.gamma));
     let stop_reason = loop {
         let remaining = config.max_new_tokens - output.len();
         if remaining == 0 {
@@ -269,14 +301,16 @@ pub fn generate(
             break StopReason::ContextFull;
         }
         // A step emits up to γ + 1 tokens; never draft what could not be kept.
-        let gamma = config.gamma.min(remaining.min(room) - 1);
+        let wanted = tuner.as_ref().map_or(config.gamma, GammaTuner::next_gamma);
+        let gamma = wanted.min(remaining.min(room) - 1);
 
         let started = Instant::now();
         let draft = match drafter.as_deref_mut() {
             Some(drafter) if gamma > 0 => drafter.propose(&sequence, gamma, &config.sampling, rng)?,
             _ => Draft::empty(),
         };
-        stats.draft_time += started.elapsed();
+        let draft_time = started.elapsed();
+        stats.draft_time += draft_time;
         check_draft(&draft, gamma, vocab_size)?;
 
         let started = Instant::now();
@@ -286,9 +320,21 @@ pub fn generate(
         sequence.truncate(committed + verdict.accepted);
         target.rollback(sequence.len())?;
         sequence.push(verdict.next_token);
-        stats.verify_time += started.elapsed();
+        let verify_time = started.elapsed();
+        stats.verify_time += verify_time;
+        if let Some(tuner) = &mut tuner {
+            let step = StepObservation {
+                drafted: draft.len(),
+                accepted: verdict.accepted,
+                bonus: verdict.bonus,
+                draft_time,
+                verify_time,
+            };
+            tuner.observe(gamma, &step);
+        }
 
         stats.steps += 1;
+        stats.asked += gamma as u64;
         stats.drafted += draft.len() as u64
             + u64::from(matches!(draft.origin, DraftOrigin::Sampled { outside_target: Some(_), .. }));
         stats.accepted += verdict.accepted as u64;

@@ -35,6 +35,7 @@
 
 #![deny(missing_docs)]
 
+pub mod adaptive;
 pub mod artifact;
 mod draft;
 pub mod engine;
@@ -47,8 +48,9 @@ pub mod theory;
 pub mod toy;
 pub mod verify;
 
+pub use adaptive::GammaTuner;
 pub use draft::{Draft, DraftOrigin};
-pub use engine::{Drafter, Generation, GenerationConfig, Stats, StopReason, Target, generate};
+pub use engine::{Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate};
 pub use error::{Error, Result};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use sampling::SamplingConfig;

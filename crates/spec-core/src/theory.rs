@@ -42,6 +42,28 @@ pub fn improvement_factor(alpha: f64, gamma: usize, cost: f64) -> Result<f64> {
     Ok(expected_tokens_unchecked(alpha, gamma) / (gamma as f64 * cost + 1.0))
 }
 
+/// Theorem 3.8 with the verification pass's real cost:
+/// `(1 − α^{γ+1}) / ((1 − α)(γc + v))`, where `v` is the time of one target pass over the γ + 1
+/// positions of a step divided by the time of a one-position pass.
+///
+/// speculative-decoding.txt §3.3 assumes "enough compute resources" to run γ + 1 target
+/// evaluations "without increasing the walltime", i.e. `v = 1`; with that, this is
+/// [`improvement_factor`]. On a CPU a quantized model's wider pass is far from free (a 6-position
+/// pass costs about three one-position passes on SmolLM2 Q4_1 here), and `v` is what decides
+/// whether a draft pays. `γ = 0` is allowed: plain decoding, factor `1 / v(1)` = 1 when `v = 1`.
+pub fn improvement_factor_with_verify_cost(alpha: f64, gamma: usize, cost: f64, verify_cost: f64) -> Result<f64> {
+    check_alpha(alpha)?;
+    check_cost(cost)?;
+    if !(verify_cost.is_finite() && verify_cost > 0.0) {
+        return Err(Error::invalid(
+            "verify_cost",
+            "a finite number > 0 (a (γ+1)-position pass's time / a one-position pass's time)",
+            verify_cost,
+        ));
+    }
+    Ok(expected_tokens_unchecked(alpha, gamma) / (gamma as f64 * cost + verify_cost))
+}
+
 /// The γ in `1..=max_gamma` with the largest [`improvement_factor`], and that factor.
 ///
 /// The factor is unimodal in γ for fixed α and c, but a scan is cheap and needs no proof.

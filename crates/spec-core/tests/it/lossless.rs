@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 
 use anyspec_core::projection::{ABSENT, AffinityMatrix, IdMap};
 use anyspec_core::toy::{Bridge, DraftMode, MarkovChain, MarkovDrafter, MarkovTarget};
-use anyspec_core::{DeterministicRule, Drafter, GenerationConfig, SamplingConfig, Target, generate};
+use anyspec_core::{DeterministicRule, Drafter, GammaPolicy, GenerationConfig, SamplingConfig, Target, generate};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -146,6 +146,18 @@ fn speculative_sampling_same_vocabulary_for_every_gamma() {
             seed,
         );
     }
+}
+
+#[test]
+fn adaptive_gamma_is_lossless() {
+    // γ changes from step to step with the measured acceptance and timings; each step's
+    // verification must still give the target's distribution.
+    let target = target_chain(6);
+    let drafter =
+        MarkovDrafter::new(target.perturbed(0.8, &mut StdRng::seed_from_u64(601)), Bridge::Same, DraftMode::Sample)
+            .unwrap();
+    let config = GenerationConfig { gamma_policy: GammaPolicy::Adaptive, ..config(4, t(1.0)) };
+    assert_lossless("adaptive γ ≤ 4", &target, Some(drafter), &config, 602);
 }
 
 #[test]

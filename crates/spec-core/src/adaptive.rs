@@ -1,0 +1,331 @@
+//! Choosing γ while generating, from what the last steps measured.
+//!
+//! speculative-decoding.txt §3.5 picks the γ that maximises Theorem 3.8's walltime improvement
+//! `(1 − α^{γ+1}) / ((1 − α)(γc + 1))` for known α and c, and §6 notes that "varying them during
+//! inference could yield additional improvements". [`GammaTuner`] does that with three estimates
+//! kept up to date as generation runs:
+//!
+//! - **α**, the per-token acceptance probability: acceptance tests passed ÷ taken, with older
+//!   steps decayed so that the estimate follows the text (a code block, a quoted passage);
+//! - **the drafter's cost** per drafted token, in seconds;
+//! - **the verification pass's cost** `v(k)` for each width `k = γ + 1` it has seen, in seconds.
+//!   Theorem 3.8 assumes `v(k) = v(1)` ("enough compute resources", §3.4); on a CPU it is not
+//!   (see [`crate::theory::improvement_factor_with_verify_cost`]), and the tuner uses what it
+//!   measured.
+//!
+//! Each step then asks the drafter for the `γ ∈ 0..=max` maximising expected tokens per second,
+//! `E[tokens | α, γ] / (γ · draft + v(γ + 1))`. `γ = 0` (a plain step) wins when drafting does not
+//! pay; every [`PROBE_INTERVAL`] such steps a one-token draft keeps α measured, so the tuner comes
+//! back when the text turns predictable.
+//!
+//! Changing γ between steps keeps decoding lossless: each step's verification preserves the
+//! target's distribution whatever the draft length, and the choice depends only on the past.
+
+use std::time::Duration;
+
+/// Weight kept by the acceptance counts per step: older steps fade with a half-life of about
+/// 6.6 steps, so α tracks the current stretch of text.
+const ALPHA_DECAY: f64 = 0.9;
+
+/// Weight of a new timing in the running mean of its width (an exponential moving average).
+const TIMING_WEIGHT: f64 = 0.25;
+
+/// After this many plain steps in a row, one step drafts a single token to re-measure α.
+pub const PROBE_INTERVAL: usize = 8;
+
+/// What one draft → verify step did, as the tuner learns from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepObservation {
+    /// Tokens the drafter proposed (may be fewer than asked).
+    pub drafted: usize,
+    /// Drafted tokens accepted.
+    pub accepted: usize,
+    /// Whether the step ended with a bonus token after a fully accepted draft (no rejection).
+    pub bonus: bool,
+    /// Time the drafter took.
+    pub draft_time: Duration,
+    /// Time of the target's pass over `drafted + 1` positions and its verification.
+    pub verify_time: Duration,
+}
+
+/// Picks γ for the next step from measured acceptance and costs (see the module docs).
+#[derive(Clone, Debug)]
+pub struct GammaTuner {
+    max_gamma: usize,
+    /// Decayed acceptance tests passed and taken; the prior is one of each (α = 0.5).
+    passed: f64,
+    tests: f64,
+    /// Running mean seconds of a pass over `k` positions at index `k − 1`.
+    verify: Vec<Option<f64>>,
+    /// Running mean seconds of drafting, per drafted token.
+    draft_per_token: Option<f64>,
+    /// Plain steps in a row since the last draft was asked for.
+    plain_steps: usize,
+}
+
+impl GammaTuner {
+    /// A tuner choosing γ in `0..=max_gamma`, starting from α = 0.5 and no timings.
+    pub fn new(max_gamma: usize) -> Self {
+        GammaTuner {
+            max_gamma,
+            passed: 1.0,
+            tests: 2.0,
+            verify: vec![None; max_gamma + 1],
+            draft_per_token: None,
+            plain_steps: 0,
+        }
+    }
+
+    /// The most tokens a step may draft.
+    pub fn max_gamma(&self) -> usize {
+        self.max_gamma
+    }
+
+    /// The current estimate of the per-token acceptance probability α.
+    pub fn alpha(&self) -> f64 {
+        self.passed / self.tests
+    }
+
+    /// The measured mean time of a target pass over `positions` positions, if seen.
+    pub fn verify_time(&self, positions: usize) -> Option<f64> {
+        positions.checked_sub(1).and_then(|i| self.verify.get(i).copied().flatten())
+    }
+
+    /// The estimated time of a pass over `positions` (≥ 1) positions: the measured mean when
+    /// seen; between two measured widths, the straight line through them; past the widest
+    /// measured width, the slope of the last two measured widths (flat with only one); below
+    /// the narrowest, proportional to the width. Both guesses are optimistic, so an unmeasured
+    /// width gets tried and measured. `None` before any timing.
+    pub fn estimated_verify_time(&self, positions: usize) -> Option<f64> {
+        let index = positions.checked_sub(1)?;
+        if let Some(Some(t)) = self.verify.get(index) {
+            return Some(*t);
+        }
+        let known: Vec<(usize, f64)> =
+            self.verify.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i + 1, t))).collect();
+        let below = known.iter().rev().find(|(k, _)| *k < positions).copied();
+        let above = known.iter().find(|(k, _)| *k > positions).copied();
+        let line = |(k0, t0): (usize, f64), (k1, t1): (usize, f64)| {
+            t0 + (t1 - t0) * (positions as f64 - k0 as f64) / (k1 as f64 - k0 as f64)
+        };
+        match (below, above) {
+            (Some(a), Some(b)) => Some(line(a, b)),
+            (Some(a), None) => {
+                let before = known.iter().rev().find(|(k, _)| *k < a.0).copied();
+                Some(before.map_or(a.1, |b| line(b, a).max(a.1)))
+            }
+            // Narrower than anything measured: proportional to the width, an optimistic guess
+            // that gets the narrow widths tried (and measured) when drafts are poor.
+            (None, Some(b)) => Some(b.1 * positions as f64 / b.0 as f64),
+            (None, None) => None,
+        }
+    }
+
+    /// Expected tokens per second of a step drafting `gamma` tokens under the current
+    /// estimates, or `None` before the first timing.
+    pub fn expected_rate(&self, gamma: usize) -> Option<f64> {
+        let verify = self.estimated_verify_time(gamma + 1)?;
+        let draft = if gamma == 0 { 0.0 } else { gamma as f64 * self.draft_per_token.unwrap_or(0.0) };
+        let alpha = self.alpha();
+        let tokens = if (1.0 - alpha).abs() < 1e-12 {
+            gamma as f64 + 1.0
+        } else {
+            (1.0 - alpha.powi(gamma as i32 + 1)) / (1.0 - alpha)
+        };
+        Some(tokens / (draft + verify).max(1e-12))
+    }
+
+    /// The γ the next step should ask the drafter for.
+    pub fn next_gamma(&self) -> usize {
+        if self.max_gamma == 0 {
+            return 0;
+        }
+        // Before any timing every width looks free: start at the top and measure.
+        let Some(mut best) = self.expected_rate(0).map(|rate| (0, rate)) else { return self.max_gamma };
+        for gamma in 1..=self.max_gamma {
+            let rate = self.expected_rate(gamma).unwrap_or(0.0);
+            if rate > best.1 * (1.0 + 1e-9) {
+                best = (gamma, rate);
+            }
+        }
+        if best.0 == 0 && self.plain_steps + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
+    }
+
+    /// Learns from a finished step that asked for `asked` tokens.
+    pub fn observe(&mut self, asked: usize, step: &StepObservation) {
+        if asked == 0 {
+            self.plain_steps += 1;
+        } else {
+            self.plain_steps = 0;
+        }
+        if step.drafted > 0 {
+            // Acceptance tests taken: one per accepted token, plus the failed one unless the
+            // whole draft was accepted.
+            let tests = step.accepted + usize::from(!step.bonus);
+            self.passed = ALPHA_DECAY * self.passed + step.accepted as f64;
+            self.tests = ALPHA_DECAY * self.tests + tests as f64;
+            let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
+            self.draft_per_token = Some(blend(self.draft_per_token, per_token));
+        }
+        if let Some(slot) = self.verify.get_mut(step.drafted) {
+            *slot = Some(blend(*slot, step.verify_time.as_secs_f64()));
+        }
+    }
+}
+
+fn blend(mean: Option<f64>, value: f64) -> f64 {
+    mean.map_or(value, |m| m + TIMING_WEIGHT * (value - m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(value: f64) -> Duration {
+        Duration::from_secs_f64(value / 1e3)
+    }
+
+    /// Feeds `steps` steps drawn from a world where the pass over k positions takes
+    /// `verify_ms(k)`, drafting costs `draft_ms` per token and every drafted token is accepted
+    /// with probability `alpha` (deterministically: the first ⌊α·γ⌋ rounded tokens).
+    fn train(tuner: &mut GammaTuner, alpha: f64, draft_ms: f64, verify_ms: &dyn Fn(usize) -> f64, steps: usize) {
+        let mut debt = 0.0;
+        for _ in 0..steps {
+            let gamma = tuner.next_gamma();
+            // Accept token by token with an error-diffusion coin so the empirical rate is α.
+            let mut accepted = 0;
+            let mut bonus = true;
+            for _ in 0..gamma {
+                debt += alpha;
+                if debt >= 1.0 {
+                    debt -= 1.0;
+                    accepted += 1;
+                } else {
+                    bonus = false;
+                    break;
+                }
+            }
+            let step = StepObservation {
+                drafted: gamma,
+                accepted,
+                bonus,
+                draft_time: ms(draft_ms * gamma as f64),
+                verify_time: ms(verify_ms(gamma + 1)),
+            };
+            tuner.observe(gamma, &step);
+        }
+    }
+
+    /// The γ maximising the same rate computed directly from the world's parameters.
+    fn best_in_world(alpha: f64, draft_ms: f64, verify_ms: &dyn Fn(usize) -> f64, max: usize) -> usize {
+        (0..=max)
+            .map(|g| {
+                let tokens = (1.0 - alpha.powi(g as i32 + 1)) / (1.0 - alpha);
+                (g, tokens / (g as f64 * draft_ms + verify_ms(g + 1)))
+            })
+            .fold((0, f64::MIN), |best, (g, r)| if r > best.1 { (g, r) } else { best })
+            .0
+    }
+
+    #[test]
+    fn free_wide_passes_and_good_drafts_use_the_whole_budget() {
+        let mut tuner = GammaTuner::new(6);
+        train(&mut tuner, 0.9, 0.0, &|_| 10.0, 50);
+        assert_eq!(tuner.next_gamma(), 6);
+    }
+
+    #[test]
+    fn costly_wide_passes_and_poor_drafts_stop_drafting_but_keep_probing() {
+        // A CPU-like cost curve: each extra position costs 45% of a step.
+        let verify = |k: usize| 10.0 * (1.0 + 0.45 * (k as f64 - 1.0));
+        let mut tuner = GammaTuner::new(6);
+        train(&mut tuner, 0.2, 0.0, &verify, 200);
+        assert!(tuner.alpha() < 0.35, "α estimate {}", tuner.alpha());
+        let choices: Vec<usize> = (0..2 * PROBE_INTERVAL)
+            .map(|_| {
+                let gamma = tuner.next_gamma();
+                let step = StepObservation {
+                    drafted: gamma,
+                    accepted: 0,
+                    bonus: gamma == 0,
+                    draft_time: Duration::ZERO,
+                    verify_time: ms(verify(gamma + 1)),
+                };
+                tuner.observe(gamma, &step);
+                gamma
+            })
+            .collect();
+        assert!(choices.iter().filter(|&&g| g == 0).count() >= choices.len() - 2, "{choices:?}");
+        assert!(choices.contains(&1), "no probe in {choices:?}");
+    }
+
+    #[test]
+    fn the_choice_follows_the_measured_costs_to_the_world_optimum() {
+        // Several worlds whose optimum is neither end of the range.
+        let worlds: [(f64, f64, f64); 4] = [(0.8, 0.0, 0.45), (0.9, 0.5, 0.2), (0.6, 0.0, 0.1), (0.95, 1.0, 0.3)];
+        for (alpha, draft_ms, slope) in worlds {
+            let verify = move |k: usize| 10.0 * (1.0 + slope * (k as f64 - 1.0));
+            let expected = best_in_world(alpha, draft_ms, &verify, 8);
+            let mut tuner = GammaTuner::new(8);
+            // Measure every width once so that the estimates are exact, then let it run.
+            for g in 0..=8 {
+                tuner.observe(
+                    g,
+                    &StepObservation {
+                        drafted: g,
+                        accepted: 0,
+                        bonus: g == 0,
+                        draft_time: ms(draft_ms * g as f64),
+                        verify_time: ms(verify(g + 1)),
+                    },
+                );
+            }
+            train(&mut tuner, alpha, draft_ms, &verify, 400);
+            let chosen = tuner.next_gamma();
+            assert!(
+                chosen.abs_diff(expected) <= 1,
+                "α {alpha}, draft {draft_ms} ms, slope {slope}: chose γ = {chosen}, the optimum is {expected} \
+                 (α estimate {:.3})",
+                tuner.alpha()
+            );
+        }
+    }
+
+    #[test]
+    fn unmeasured_widths_are_interpolated_and_extrapolated() {
+        let mut tuner = GammaTuner::new(8);
+        assert_eq!(tuner.estimated_verify_time(3), None);
+        let step = |drafted, t| StepObservation {
+            drafted,
+            accepted: 0,
+            bonus: false,
+            draft_time: Duration::ZERO,
+            verify_time: ms(t),
+        };
+        tuner.observe(0, &step(0, 10.0));
+        // One width: flat (optimistic) everywhere.
+        assert!((tuner.estimated_verify_time(5).unwrap() - 0.010).abs() < 1e-9);
+        tuner.observe(2, &step(2, 20.0));
+        // Between 1 and 3 positions: on the line.
+        assert!((tuner.estimated_verify_time(2).unwrap() - 0.015).abs() < 1e-9);
+        // Past 3 positions: the same slope.
+        assert!((tuner.estimated_verify_time(5).unwrap() - 0.030).abs() < 1e-9);
+    }
+
+    #[test]
+    fn acceptance_counts_one_test_per_accepted_token_and_one_for_the_rejection() {
+        let mut tuner = GammaTuner::new(4);
+        for _ in 0..200 {
+            // 3 of 4 accepted, then a rejection: 3 passed of 4 tests.
+            let step = StepObservation {
+                drafted: 4,
+                accepted: 3,
+                bonus: false,
+                draft_time: Duration::ZERO,
+                verify_time: ms(1.0),
+            };
+            tuner.observe(4, &step);
+        }
+        assert!((tuner.alpha() - 0.75).abs() < 1e-6, "{}", tuner.alpha());
+    }
+}
