@@ -295,6 +295,24 @@ impl Llama {
         Ok(self)
     }
 
+    /// The model made of this model's first `count` layers, then its final norm and LM head,
+    /// sharing every weight (no memory is copied): a self-speculative, early-exit drafter that
+    /// needs no training and shares the target's tokenizer. Its cost per token is about
+    /// `(count · layer + head) / (layers · layer + head)` of the whole model's.
+    ///
+    /// Native engine only; `count` must be in `1..=num_layers`.
+    pub fn first_layers(&self, count: usize) -> Result<Self> {
+        match &self.inner {
+            Inner::Burn(_) => Err(Error::InvalidArgument(
+                "a model of the first layers needs the native engine (the CPU engine); load with Engine::Native".into(),
+            )),
+            Inner::Native { model, threads } => Ok(Llama {
+                inner: Inner::Native { model: Arc::new(model.first_layers(count)?), threads: threads.clone() },
+                device: self.device.clone(),
+            }),
+        }
+    }
+
     /// Bytes of weights held in memory (quantized weights at their quantized size), for the
     /// native engine; `None` on the burn engine.
     pub fn weight_bytes(&self) -> Option<usize> {

@@ -16,6 +16,8 @@ mod cache;
 pub(crate) mod ops;
 mod tree;
 
+use std::sync::Arc;
+
 use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat};
 
 pub(crate) use cache::NativeCache;
@@ -105,10 +107,12 @@ pub(crate) struct NativeLlama {
     config: LlamaConfig,
     kernel: Kernel,
     /// `[vocab, hidden]`, or `None` when tied to the LM head.
-    embeddings: Option<Matrix>,
+    embeddings: Option<Arc<Matrix>>,
     /// `[vocab, hidden]`: logits are `hidden · headᵀ`.
-    lm_head: Matrix,
-    layers: Vec<Layer>,
+    lm_head: Arc<Matrix>,
+    /// Shared, so that a model made of the first layers ([`NativeLlama::first_layers`]) costs
+    /// no memory.
+    layers: Vec<Arc<Layer>>,
     norm: Vec<f32>,
     rope: Rope,
 }
@@ -202,18 +206,43 @@ impl NativeLlama {
             (Some(embeddings), source.read_raw("lm_head.weight", vocab, hidden)?.to_matrix()?)
         };
         let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling);
-        let mut model = NativeLlama { config, kernel, embeddings, lm_head, layers, norm, rope };
-        model.matrices_mut().try_for_each(|m| m.set_kernel(kernel))?;
-        Ok(model)
-    }
-
-    /// Every kernel matrix of the model.
-    fn matrices_mut(&mut self) -> impl Iterator<Item = &mut Matrix> {
-        let projections = self.layers.iter_mut().flat_map(|l| [&mut l.qkv, &mut l.output, &mut l.gate_up, &mut l.down]);
+        let (mut embeddings, mut lm_head) = (embeddings, lm_head);
+        let projections = layers.iter_mut().flat_map(|l| [&mut l.qkv, &mut l.output, &mut l.gate_up, &mut l.down]);
         projections
             .flat_map(|p| p.parts.iter_mut())
-            .chain(std::iter::once(&mut self.lm_head))
-            .chain(self.embeddings.as_mut())
+            .chain(std::iter::once(&mut lm_head))
+            .chain(embeddings.as_mut())
+            .try_for_each(|m| m.set_kernel(kernel))?;
+        Ok(NativeLlama {
+            config,
+            kernel,
+            embeddings: embeddings.map(Arc::new),
+            lm_head: Arc::new(lm_head),
+            layers: layers.into_iter().map(Arc::new).collect(),
+            norm,
+            rope,
+        })
+    }
+
+    /// The model made of the first `count` layers, then this model's final norm and LM head,
+    /// sharing every weight with it: the self-speculative (early-exit) drafter, with no
+    /// training. `count` must be in `1..=num_layers`.
+    pub(crate) fn first_layers(&self, count: usize) -> Result<Self> {
+        if count == 0 || count > self.layers.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a model of the first {count} layers of a {}-layer model; ask for 1..={0}",
+                self.layers.len()
+            )));
+        }
+        Ok(NativeLlama {
+            config: LlamaConfig { num_layers: count, ..self.config.clone() },
+            kernel: self.kernel,
+            embeddings: self.embeddings.clone(),
+            lm_head: Arc::clone(&self.lm_head),
+            layers: self.layers[..count].to_vec(),
+            norm: self.norm.clone(),
+            rope: self.rope.clone(),
+        })
     }
 
     pub(crate) fn kernel(&self) -> Kernel {
@@ -228,7 +257,7 @@ impl NativeLlama {
     pub(crate) fn weight_bytes(&self) -> usize {
         let projections = self.layers.iter().flat_map(|l| [&l.qkv, &l.output, &l.gate_up, &l.down]);
         let matrices: usize = projections.flat_map(|p| &p.parts).map(Matrix::memory_bytes).sum();
-        matrices + self.lm_head.memory_bytes() + self.embeddings.as_ref().map_or(0, Matrix::memory_bytes)
+        matrices + self.lm_head.memory_bytes() + self.embeddings.as_deref().map_or(0, Matrix::memory_bytes)
     }
 
     /// Checks the tokens of a pass against the vocabulary.
@@ -254,7 +283,7 @@ impl NativeLlama {
         let q_width = c.num_heads * c.head_dim;
         let kv_width = c.num_kv_heads * c.head_dim;
         let eps = c.rms_norm_eps as f32;
-        let table = self.embeddings.as_ref().unwrap_or(&self.lm_head);
+        let table: &Matrix = self.embeddings.as_deref().unwrap_or(&self.lm_head);
         let mut h = vec![0.0f32; m * hidden];
         for (row, &token) in h.chunks_exact_mut(hidden).zip(tokens) {
             table.row_f32(token as usize, row)?;

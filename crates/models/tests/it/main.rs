@@ -6,6 +6,7 @@
 mod common;
 mod conformance;
 mod errors;
+mod first_layers;
 mod generation;
 mod gguf;
 mod smollm2;
