@@ -76,13 +76,17 @@ impl Drafter for ModelDrafter {
                 break;
             }
             let logits = self.next_logits(&sequence)?;
-            let probs = logits_to_probs(&logits, sampling)?;
-            let token = if sampling.is_greedy() { argmax(&probs) } else { sample(&probs, rng)? };
+            let token = if sampling.is_greedy() {
+                // The greedy token straight from the logits: no softmax over the vocabulary.
+                argmax(&logits)
+            } else {
+                let probs = logits_to_probs(&logits, sampling)?;
+                let token = sample(&probs, rng)?;
+                distributions.push(probs);
+                token
+            };
             tokens.push(token);
             sequence.push(token);
-            if !sampling.is_greedy() {
-                distributions.push(probs);
-            }
         }
         Ok(if sampling.is_greedy() { Draft::deterministic(tokens) } else { Draft::sampled(tokens, distributions) })
     }

@@ -151,6 +151,14 @@ impl GammaTuner {
         if best.0 == 0 && self.plain_steps + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
     }
 
+    /// Records a timing of a target pass over `positions` positions measured elsewhere (a
+    /// calibration before generation), so the first steps need not explore the widths.
+    pub fn observe_verify_time(&mut self, positions: usize, time: Duration) {
+        if let Some(slot) = positions.checked_sub(1).and_then(|i| self.verify.get_mut(i)) {
+            *slot = Some(blend(*slot, time.as_secs_f64()));
+        }
+    }
+
     /// Learns from a finished step that asked for `asked` tokens.
     pub fn observe(&mut self, asked: usize, step: &StepObservation) {
         if asked == 0 {

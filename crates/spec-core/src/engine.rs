@@ -263,11 +263,30 @@ pub struct Generation {
 ///
 /// Without a drafter, or when a drafter proposes nothing, a step is one autoregressive token.
 /// `on_token` sees every emitted token in order (for streaming) and may stop generation.
+/// Under [`GammaPolicy::Adaptive`] a fresh [`GammaTuner`] learns during this call; to carry
+/// what it learned across calls (several prompts with one drafter), use [`generate_tuned`].
 pub fn generate(
+    target: &mut dyn Target,
+    drafter: Option<&mut dyn Drafter>,
+    prompt: &[u32],
+    config: &GenerationConfig,
+    rng: &mut dyn RngCore,
+    on_token: &mut dyn FnMut(u32) -> ControlFlow<()>,
+) -> Result<Generation> {
+    let mut tuner = (config.gamma_policy == GammaPolicy::Adaptive).then(|| GammaTuner::new(config.gamma));
+    generate_tuned(target, drafter, prompt, config, tuner.as_mut(), rng, on_token)
+}
+
+/// [`generate`] with the caller's [`GammaTuner`] choosing γ at each step (up to
+/// `config.gamma`), whatever `config.gamma_policy` says; `None` drafts `config.gamma` tokens
+/// per step. The tuner keeps what it measures (acceptance, drafter and verification costs), so
+/// the next call starts from it.
+pub fn generate_tuned(
     target: &mut dyn Target,
     mut drafter: Option<&mut dyn Drafter>,
     prompt: &[u32],
     config: &GenerationConfig,
+    mut tuner: Option<&mut GammaTuner>,
     rng: &mut dyn RngCore,
     on_token: &mut dyn FnMut(u32) -> ControlFlow<()>,
 ) -> Result<Generation> {
@@ -289,8 +308,6 @@ pub fn generate(
     let mut sequence = prompt.to_vec();
     let mut output = Vec::new();
     let mut stats = Stats::default();
-    let mut tuner =
-        (config.gamma_policy == GammaPolicy::Adaptive && drafter.is_some()).then(|| GammaTuner::new(config.gamma));
     let stop_reason = loop {
         let remaining = config.max_new_tokens - output.len();
         if remaining == 0 {
@@ -301,7 +318,10 @@ pub fn generate(
             break StopReason::ContextFull;
         }
         // A step emits up to γ + 1 tokens; never draft what could not be kept.
-        let wanted = tuner.as_ref().map_or(config.gamma, GammaTuner::next_gamma);
+        let wanted = match (&tuner, &drafter) {
+            (Some(tuner), Some(_)) => tuner.next_gamma().min(config.gamma),
+            _ => config.gamma,
+        };
         let gamma = wanted.min(remaining.min(room) - 1);
 
         let started = Instant::now();
@@ -322,7 +342,7 @@ pub fn generate(
         sequence.push(verdict.next_token);
         let verify_time = started.elapsed();
         stats.verify_time += verify_time;
-        if let Some(tuner) = &mut tuner {
+        if let Some(tuner) = tuner.as_deref_mut().filter(|_| drafter.is_some()) {
             let step = StepObservation {
                 drafted: draft.len(),
                 accepted: verdict.accepted,

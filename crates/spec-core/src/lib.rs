@@ -50,7 +50,9 @@ pub mod verify;
 
 pub use adaptive::GammaTuner;
 pub use draft::{Draft, DraftOrigin};
-pub use engine::{Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate};
+pub use engine::{
+    Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate, generate_tuned,
+};
 pub use error::{Error, Result};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use sampling::SamplingConfig;

