@@ -14,9 +14,14 @@
 //!   measured.
 //!
 //! Each step then asks the drafter for the `γ ∈ 0..=max` maximising expected tokens per second,
-//! `E[tokens | α, γ] / (γ · draft + v(γ + 1))`. `γ = 0` (a plain step) wins when drafting does not
-//! pay; every [`PROBE_INTERVAL`] such steps a one-token draft keeps α measured, so the tuner comes
-//! back when the text turns predictable.
+//! `E[tokens | α, γ] / (γ · draft + v(γ + 1))` ([`GammaTuner::next_gamma`]), and verifies at most
+//! the `γ` maximising `E[tokens | α, γ] / v(γ + 1)` of what was drafted, the drafting being paid
+//! by then ([`GammaTuner::verify_len`]). `γ = 0` (a plain step) wins when drafting does not pay.
+//! A drafter whose cost is negligible (prompt lookup, a dictionary) is always asked for the
+//! whole budget, since asking is free and its drafts exist only where it found a match; what is
+//! verified is still cut to what pays. After [`PROBE_INTERVAL`] steps without an acceptance test,
+//! one token is verified to keep α measured, so the tuner comes back when the text turns
+//! predictable.
 //!
 //! Changing γ between steps keeps decoding lossless: each step's verification preserves the
 //! target's distribution whatever the draft length, and the choice depends only on the past.
@@ -30,8 +35,13 @@ const ALPHA_DECAY: f64 = 0.9;
 /// Weight of a new timing in the running mean of its width (an exponential moving average).
 const TIMING_WEIGHT: f64 = 0.25;
 
-/// After this many plain steps in a row, one step drafts a single token to re-measure α.
+/// After this many steps in a row without an acceptance test, one step drafts (or verifies) a
+/// single token to re-measure α.
 pub const PROBE_INTERVAL: usize = 8;
+
+/// A drafter costing at most this share of a one-position target pass per drafted token counts
+/// as free: it is always asked for the whole budget.
+const FREE_DRAFT: f64 = 0.01;
 
 /// What one draft → verify step did, as the tuner learns from it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,7 +69,7 @@ pub struct GammaTuner {
     verify: Vec<Option<f64>>,
     /// Running mean seconds of drafting, per drafted token.
     draft_per_token: Option<f64>,
-    /// Plain steps in a row since the last draft was asked for.
+    /// Steps in a row without an acceptance test (nothing drafted or nothing verified).
     plain_steps: usize,
 }
 
@@ -126,29 +136,58 @@ impl GammaTuner {
     pub fn expected_rate(&self, gamma: usize) -> Option<f64> {
         let verify = self.estimated_verify_time(gamma + 1)?;
         let draft = if gamma == 0 { 0.0 } else { gamma as f64 * self.draft_per_token.unwrap_or(0.0) };
-        let alpha = self.alpha();
-        let tokens = if (1.0 - alpha).abs() < 1e-12 {
-            gamma as f64 + 1.0
-        } else {
-            (1.0 - alpha.powi(gamma as i32 + 1)) / (1.0 - alpha)
-        };
-        Some(tokens / (draft + verify).max(1e-12))
+        Some(expected_tokens(self.alpha(), gamma) / (draft + verify).max(1e-12))
     }
 
     /// The γ the next step should ask the drafter for.
     pub fn next_gamma(&self) -> usize {
-        if self.max_gamma == 0 {
+        if self.drafting_is_free() {
+            return self.max_gamma;
+        }
+        self.best(self.max_gamma, true)
+    }
+
+    /// How many of the tokens drafted for a request of `asked` to verify: the γ ≤ `asked` with
+    /// the most expected tokens per second of verification (the drafting is paid by then).
+    /// Depends on `asked` only, never on the drafted tokens, so cutting a sampled draft to it
+    /// keeps verification lossless ([`crate::Draft::truncate`]).
+    pub fn verify_len(&self, asked: usize) -> usize {
+        self.best(asked.min(self.max_gamma), false)
+    }
+
+    /// Whether the drafter's measured cost per token is negligible beside a target pass.
+    fn drafting_is_free(&self) -> bool {
+        match (self.draft_per_token, self.estimated_verify_time(1)) {
+            (Some(draft), Some(step)) => draft <= FREE_DRAFT * step,
+            // Nothing measured yet: ask for everything, and measure.
+            _ => true,
+        }
+    }
+
+    /// The γ in `0..=limit` with the highest expected rate (with or without the drafting cost),
+    /// or 1 when that is 0 and a probe is due.
+    fn best(&self, limit: usize, with_draft_cost: bool) -> usize {
+        if limit == 0 {
             return 0;
         }
         // Before any timing every width looks free: start at the top and measure.
-        let Some(mut best) = self.expected_rate(0).map(|rate| (0, rate)) else { return self.max_gamma };
-        for gamma in 1..=self.max_gamma {
-            let rate = self.expected_rate(gamma).unwrap_or(0.0);
-            if rate > best.1 * (1.0 + 1e-9) {
-                best = (gamma, rate);
+        let rate = |gamma: usize| {
+            if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(gamma) }
+        };
+        let Some(mut best) = rate(0).map(|r| (0, r)) else { return limit };
+        for gamma in 1..=limit {
+            let r = rate(gamma).unwrap_or(0.0);
+            if r > best.1 * (1.0 + 1e-9) {
+                best = (gamma, r);
             }
         }
         if best.0 == 0 && self.plain_steps + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
+    }
+
+    /// Expected tokens per second of verifying `gamma` drafted tokens, drafting not counted.
+    fn expected_verify_rate(&self, gamma: usize) -> Option<f64> {
+        let verify = self.estimated_verify_time(gamma + 1)?;
+        Some(expected_tokens(self.alpha(), gamma) / verify.max(1e-12))
     }
 
     /// Records a timing of a target pass over `positions` positions measured elsewhere (a
@@ -159,9 +198,9 @@ impl GammaTuner {
         }
     }
 
-    /// Learns from a finished step that asked for `asked` tokens.
-    pub fn observe(&mut self, asked: usize, step: &StepObservation) {
-        if asked == 0 {
+    /// Learns from a finished step (`step.drafted` counts the tokens verified).
+    pub fn observe(&mut self, step: &StepObservation) {
+        if step.drafted == 0 {
             self.plain_steps += 1;
         } else {
             self.plain_steps = 0;
@@ -179,6 +218,11 @@ impl GammaTuner {
             *slot = Some(blend(*slot, step.verify_time.as_secs_f64()));
         }
     }
+}
+
+/// Eq. 1 of speculative-decoding.txt: `(1 − α^{γ+1}) / (1 − α)`.
+fn expected_tokens(alpha: f64, gamma: usize) -> f64 {
+    if (1.0 - alpha).abs() < 1e-12 { gamma as f64 + 1.0 } else { (1.0 - alpha.powi(gamma as i32 + 1)) / (1.0 - alpha) }
 }
 
 fn blend(mean: Option<f64>, value: f64) -> f64 {
@@ -199,7 +243,8 @@ mod tests {
     fn train(tuner: &mut GammaTuner, alpha: f64, draft_ms: f64, verify_ms: &dyn Fn(usize) -> f64, steps: usize) {
         let mut debt = 0.0;
         for _ in 0..steps {
-            let gamma = tuner.next_gamma();
+            // As the engine does: ask, draft that many, verify what pays.
+            let gamma = tuner.verify_len(tuner.next_gamma());
             // Accept token by token with an error-diffusion coin so the empirical rate is α.
             let mut accepted = 0;
             let mut bonus = true;
@@ -220,7 +265,7 @@ mod tests {
                 draft_time: ms(draft_ms * gamma as f64),
                 verify_time: ms(verify_ms(gamma + 1)),
             };
-            tuner.observe(gamma, &step);
+            tuner.observe(&step);
         }
     }
 
@@ -251,7 +296,7 @@ mod tests {
         assert!(tuner.alpha() < 0.35, "α estimate {}", tuner.alpha());
         let choices: Vec<usize> = (0..2 * PROBE_INTERVAL)
             .map(|_| {
-                let gamma = tuner.next_gamma();
+                let gamma = tuner.verify_len(tuner.next_gamma());
                 let step = StepObservation {
                     drafted: gamma,
                     accepted: 0,
@@ -259,7 +304,7 @@ mod tests {
                     draft_time: Duration::ZERO,
                     verify_time: ms(verify(gamma + 1)),
                 };
-                tuner.observe(gamma, &step);
+                tuner.observe(&step);
                 gamma
             })
             .collect();
@@ -278,7 +323,6 @@ mod tests {
             // Measure every width once so that the estimates are exact, then let it run.
             for g in 0..=8 {
                 tuner.observe(
-                    g,
                     &StepObservation {
                         drafted: g,
                         accepted: 0,
@@ -289,7 +333,7 @@ mod tests {
                 );
             }
             train(&mut tuner, alpha, draft_ms, &verify, 400);
-            let chosen = tuner.next_gamma();
+            let chosen = tuner.verify_len(tuner.next_gamma());
             assert!(
                 chosen.abs_diff(expected) <= 1,
                 "α {alpha}, draft {draft_ms} ms, slope {slope}: chose γ = {chosen}, the optimum is {expected} \
@@ -297,6 +341,19 @@ mod tests {
                 tuner.alpha()
             );
         }
+    }
+
+    #[test]
+    fn a_free_drafter_is_always_asked_but_only_what_pays_is_verified() {
+        let verify = |k: usize| 10.0 * (1.0 + 0.45 * (k as f64 - 1.0));
+        let mut free = GammaTuner::new(6);
+        train(&mut free, 0.2, 0.0, &verify, 200);
+        assert_eq!(free.next_gamma(), 6, "asking a free drafter costs nothing");
+        assert!(free.verify_len(6) <= 1, "α 0.2 does not pay for verifying: {}", free.verify_len(6));
+        // The same acceptance from a drafter costing half a step: not even asked.
+        let mut costly = GammaTuner::new(6);
+        train(&mut costly, 0.2, 5.0, &verify, 200);
+        assert!(costly.next_gamma() <= 1, "{}", costly.next_gamma());
     }
 
     #[test]
@@ -310,10 +367,10 @@ mod tests {
             draft_time: Duration::ZERO,
             verify_time: ms(t),
         };
-        tuner.observe(0, &step(0, 10.0));
+        tuner.observe(&step(0, 10.0));
         // One width: flat (optimistic) everywhere.
         assert!((tuner.estimated_verify_time(5).unwrap() - 0.010).abs() < 1e-9);
-        tuner.observe(2, &step(2, 20.0));
+        tuner.observe(&step(2, 20.0));
         // Between 1 and 3 positions: on the line.
         assert!((tuner.estimated_verify_time(2).unwrap() - 0.015).abs() < 1e-9);
         // Past 3 positions: the same slope.
@@ -332,7 +389,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(1.0),
             };
-            tuner.observe(4, &step);
+            tuner.observe(&step);
         }
         assert!((tuner.alpha() - 0.75).abs() < 1e-6, "{}", tuner.alpha());
     }

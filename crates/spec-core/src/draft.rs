@@ -49,6 +49,24 @@ impl Draft {
         Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target: None } }
     }
 
+    /// Keeps the first `len` tokens (and their distributions); a `len` at or past the end
+    /// changes nothing. Cutting a sampled draft drops the union projection's out-of-vocabulary
+    /// token, which was drawn after the last token.
+    ///
+    /// A prefix of a draft is itself a valid draft for the same rules, provided the cut does
+    /// not depend on the drafted tokens (for sampled drafts: decide `len` before looking at
+    /// them), so verification stays lossless.
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.tokens.len() {
+            return;
+        }
+        self.tokens.truncate(len);
+        if let DraftOrigin::Sampled { distributions, outside_target } = &mut self.origin {
+            distributions.truncate(len);
+            *outside_target = None;
+        }
+    }
+
     /// Number of proposed tokens (γ for this step).
     pub fn len(&self) -> usize {
         self.tokens.len()

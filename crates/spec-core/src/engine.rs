@@ -325,13 +325,17 @@ pub fn generate_tuned(
         let gamma = wanted.min(remaining.min(room) - 1);
 
         let started = Instant::now();
-        let draft = match drafter.as_deref_mut() {
+        let mut draft = match drafter.as_deref_mut() {
             Some(drafter) if gamma > 0 => drafter.propose(&sequence, gamma, &config.sampling, rng)?,
             _ => Draft::empty(),
         };
         let draft_time = started.elapsed();
         stats.draft_time += draft_time;
         check_draft(&draft, gamma, vocab_size)?;
+        if let Some(tuner) = tuner.as_deref() {
+            // Verify only what pays; decided from γ, not from the drafted tokens (lossless).
+            draft.truncate(tuner.verify_len(gamma));
+        }
 
         let started = Instant::now();
         let committed = sequence.len();
@@ -350,7 +354,7 @@ pub fn generate_tuned(
                 draft_time,
                 verify_time,
             };
-            tuner.observe(gamma, &step);
+            tuner.observe(&step);
         }
 
         stats.steps += 1;

@@ -260,7 +260,7 @@ struct Row {
     acceptance_rate: Option<f64>,
     /// Acceptance tests passed / taken: the estimate of the per-token α of the theory.
     alpha: Option<f64>,
-    /// Mean γ asked per step (0 for a plain step).
+    /// Drafted tokens verified per step (the γ̄ of the theory column; 0 for a plain step).
     mean_gamma: Option<f64>,
     /// Drafted tokens accepted per step (null for autoregressive decoding).
     mean_accepted_length: Option<f64>,
@@ -728,7 +728,7 @@ fn rows(
                 .then(|| s.draft_time.as_secs_f64() / s.drafted as f64 / ar_seconds_per_token.max(1e-12));
             let theory = speculative.then(|| {
                 let alpha = s.per_token_acceptance().min(1.0 - 1e-9);
-                let gamma = s.mean_gamma();
+                let gamma = s.drafted as f64 / s.steps.max(1) as f64;
                 let tokens = (1.0 - alpha.powf(gamma + 1.0)) / (1.0 - alpha);
                 tokens / (gamma * cost.unwrap_or(0.0) + interpolate(verify_cost, gamma + 1.0))
             });
@@ -737,7 +737,7 @@ fn rows(
                 key: method.key,
                 acceptance_rate: speculative.then(|| s.acceptance_rate()),
                 alpha: speculative.then(|| s.per_token_acceptance()),
-                mean_gamma: speculative.then(|| s.mean_gamma()),
+                mean_gamma: speculative.then(|| s.drafted as f64 / s.steps.max(1) as f64),
                 mean_accepted_length: speculative.then(|| s.mean_accepted_length()),
                 tokens_per_step: s.tokens_per_step(),
                 drafter_cost: cost,
@@ -765,7 +765,7 @@ fn rows(
 fn render(report: &Report) -> String {
     let header = [
         "method",
-        "mean γ",
+        "drafted/step",
         "α",
         "tokens/step",
         "c",
