@@ -3,6 +3,7 @@
 mod bridge;
 mod commands;
 mod output;
+mod output_guard;
 mod progress;
 
 use std::process::ExitCode;
@@ -59,6 +60,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.global);
+    remove_temporaries_on_signals();
     let progress = progress::BarReporter::new(!(cli.global.quiet || cli.global.no_progress));
     let result = match cli.command {
         Command::Demo(args) => commands::demo::run(args, &progress),
@@ -82,6 +84,37 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// On SIGINT or SIGTERM, removes the temporary files of the artifacts being written (the files
+/// they replace stay as they were) and then ends the process as the signal would have, so the
+/// shell still sees "interrupted". A thread waits for the signals, so the removal runs as
+/// ordinary code, not inside a signal handler.
+#[cfg(unix)]
+fn remove_temporaries_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(signals) => signals,
+        Err(err) => {
+            tracing::debug!("cannot listen for SIGINT/SIGTERM ({err}); an interrupted build leaves its temporary file");
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            for temp in anyspec_core::artifact::remove_temporaries_in_flight() {
+                tracing::debug!("removed {}", temp.display());
+            }
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+    if let Err(err) = spawned {
+        tracing::debug!("cannot start the signal thread ({err}); an interrupted build leaves its temporary file");
+    }
+}
+
+#[cfg(not(unix))]
+fn remove_temporaries_on_signals() {}
 
 fn init_logging(global: &GlobalArgs) {
     let default = match (global.quiet, global.verbose) {
