@@ -8,7 +8,7 @@ mod progress;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Lossless speculative decoding from any drafter: a small model with another tokenizer, an
 /// n-gram dictionary, the prompt itself, or a pruned drafter.
@@ -58,7 +58,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|err| err.exit());
     init_logging(&cli.global);
     remove_temporaries_on_signals();
     let progress = progress::BarReporter::new(!(cli.global.quiet || cli.global.no_progress));
@@ -83,6 +83,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, every subcommand taking negative numbers as values: `--temperature -1`
+/// reaches the range check that says what is allowed, instead of clap's "unexpected argument".
+fn command() -> clap::Command {
+    fn allow_negative(command: clap::Command) -> clap::Command {
+        let names: Vec<String> = command.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+        names
+            .iter()
+            .fold(command.allow_negative_numbers(true), |command, name| command.mut_subcommand(name, allow_negative))
+    }
+    allow_negative(Cli::command())
 }
 
 /// On SIGINT or SIGTERM, removes the temporary files of the artifacts being written (the files
