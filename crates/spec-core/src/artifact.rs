@@ -22,6 +22,12 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+/// The highest format version that an artifact's version field can plausibly hold. Versions grow
+/// by one per format change, so a larger number was not written by any anyspec (past or future
+/// within reason): the field is damaged, and a loader should report the file as corrupt rather
+/// than ask for a rebuild "with this version".
+pub const MAX_PLAUSIBLE_VERSION: u32 = 1000;
+
 /// Writes `path` atomically: the content goes to a temporary file in the same directory, is
 /// flushed to disk, and only then renamed over `path`. Readers see the old file or the new one,
 /// never a prefix. On error the temporary file is removed; stale temporary files of `path` left

@@ -81,6 +81,16 @@ impl ArtifactKind {
         is_affinity.then_some(ArtifactKind::Affinity)
     }
 
+    /// What a file starting with `bytes` holds, for a loader that expected another kind: "a
+    /// vocabulary map", or that it is no anyspec artifact at all.
+    pub fn describe(bytes: &[u8]) -> &'static str {
+        match ArtifactKind::recognise(bytes) {
+            Some(kind) => kind.description(),
+            None if bytes.starts_with(b"GGUF") => "a GGUF model file",
+            None => "no anyspec artifact (its first bytes match no anyspec format)",
+        }
+    }
+
     /// The kind of artifact in the file at `path`, reading only its first bytes (and, for a
     /// safetensors file, its header of at most 1 MiB).
     ///
@@ -136,6 +146,9 @@ mod tests {
         assert_eq!(ArtifactKind::recognise(b""), None);
         assert_eq!(ArtifactKind::recognise(b"the quick brown fox jumps"), None);
         assert_eq!(ArtifactKind::recognise(b"GGUF\x03\0\0\0\0\0\0\0"), None);
+        assert_eq!(ArtifactKind::describe(b"ASVOCMAP\x01"), "a vocabulary map");
+        assert_eq!(ArtifactKind::describe(b"GGUF\x03\0\0\0"), "a GGUF model file");
+        assert!(ArtifactKind::describe(b"hello").starts_with("no anyspec artifact"));
     }
 
     #[test]
