@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use anyspec_core::artifact::{ArtifactKind, MAX_PLAUSIBLE_VERSION};
 use anyspec_core::projection::{AffinityMatrix, SparseScores};
 use anyspec_vocab_map::Fingerprint;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
@@ -247,6 +248,16 @@ impl Affinity {
     /// As [`Affinity::load_unchecked`].
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Affinity> {
         let corrupt = |problem: String| Error::corrupt(path, problem);
+        // Another anyspec artifact, or a file that is not safetensors at all (whose header starts
+        // with `{` after the 8-byte length), is named as such rather than called corrupt.
+        let other_kind = ArtifactKind::recognise(bytes).is_some_and(|kind| kind != ArtifactKind::Affinity);
+        if other_kind || (bytes.len() > 8 && bytes[8] != b'{') {
+            return Err(Error::NotAnArtifact {
+                path: path.to_path_buf(),
+                expected: "an anyspec affinity matrix",
+                found: ArtifactKind::describe(bytes),
+            });
+        }
         let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| {
             if bytes.len() < 8 {
                 corrupt(format!("{} bytes are too few for a safetensors file", bytes.len()))
@@ -257,9 +268,16 @@ impl Affinity {
         let metadata: BTreeMap<String, String> =
             header.metadata().clone().unwrap_or_default().into_iter().collect::<BTreeMap<_, _>>();
         if metadata.get("format").map(String::as_str) != Some(AFFINITY_FORMAT) {
-            return Err(Error::NotAnArtifact { path: path.to_path_buf(), expected: "an anyspec affinity matrix" });
+            return Err(Error::NotAnArtifact {
+                path: path.to_path_buf(),
+                expected: "an anyspec affinity matrix",
+                found: "a safetensors file of another format",
+            });
         }
         let version = metadata.get("format_version").cloned().unwrap_or_default();
+        if version.parse::<u32>().is_ok_and(|v| v > MAX_PLAUSIBLE_VERSION) || version.parse::<u32>().is_err() {
+            return Err(corrupt(format!("its format_version reads {version:?}, which no anyspec writes")));
+        }
         if version != AFFINITY_FORMAT_VERSION.to_string() {
             return Err(Error::Version { path: path.to_path_buf(), expected: AFFINITY_FORMAT_VERSION, found: version });
         }

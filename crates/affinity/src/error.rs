@@ -42,12 +42,14 @@ pub enum Error {
         value: String,
     },
     /// A file is not the kind of artifact it was loaded as.
-    #[error("{path} is not {expected}; check the path")]
+    #[error("{path} is not {expected}: it holds {found}; check the path")]
     NotAnArtifact {
         /// The file.
         path: PathBuf,
         /// What it was expected to be.
         expected: &'static str,
+        /// What it is ([`anyspec_core::artifact::ArtifactKind::describe`]).
+        found: &'static str,
     },
     /// An artifact was written by another format version.
     #[error("{path} has format version {found}, this build reads version {expected}; rebuild it with this version")]

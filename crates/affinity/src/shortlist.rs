@@ -26,6 +26,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyspec_core::Progress;
+use anyspec_core::artifact::{ArtifactKind, MAX_PLAUSIBLE_VERSION};
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::{Fingerprint, TokenKind, Vocabulary};
 use serde::{Deserialize, Serialize};
@@ -333,12 +334,19 @@ impl Shortlist {
             return Err(corrupt(format!("truncated to {} bytes", bytes.len())));
         }
         if bytes.len() < magic_len || bytes[..magic_len] != SHORTLIST_MAGIC {
-            return Err(Error::NotAnArtifact { path: path.to_path_buf(), expected: "an anyspec shortlist" });
+            return Err(Error::NotAnArtifact {
+                path: path.to_path_buf(),
+                expected: "an anyspec shortlist",
+                found: ArtifactKind::describe(bytes),
+            });
         }
         if bytes.len() < HEADER_LEN {
             return Err(corrupt(format!("truncated to {} bytes", bytes.len())));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
+        if version > MAX_PLAUSIBLE_VERSION {
+            return Err(corrupt(format!("its format version field reads {version}, which no anyspec writes")));
+        }
         if version != SHORTLIST_FORMAT_VERSION {
             return Err(Error::Version {
                 path: path.to_path_buf(),

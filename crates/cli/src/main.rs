@@ -3,11 +3,12 @@
 mod bridge;
 mod commands;
 mod output;
+mod output_guard;
 mod progress;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Lossless speculative decoding from any drafter: a small model with another tokenizer, an
 /// n-gram dictionary, the prompt itself, or a pruned drafter.
@@ -57,8 +58,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|err| err.exit());
     init_logging(&cli.global);
+    remove_temporaries_on_signals();
     let progress = progress::BarReporter::new(!(cli.global.quiet || cli.global.no_progress));
     let result = match cli.command {
         Command::Demo(args) => commands::demo::run(args, &progress),
@@ -82,6 +84,49 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The command line, every subcommand taking negative numbers as values: `--temperature -1`
+/// reaches the range check that says what is allowed, instead of clap's "unexpected argument".
+fn command() -> clap::Command {
+    fn allow_negative(command: clap::Command) -> clap::Command {
+        let names: Vec<String> = command.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+        names
+            .iter()
+            .fold(command.allow_negative_numbers(true), |command, name| command.mut_subcommand(name, allow_negative))
+    }
+    allow_negative(Cli::command())
+}
+
+/// On SIGINT or SIGTERM, removes the temporary files of the artifacts being written (the files
+/// they replace stay as they were) and then ends the process as the signal would have, so the
+/// shell still sees "interrupted". A thread waits for the signals, so the removal runs as
+/// ordinary code, not inside a signal handler.
+#[cfg(unix)]
+fn remove_temporaries_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(signals) => signals,
+        Err(err) => {
+            tracing::debug!("cannot listen for SIGINT/SIGTERM ({err}); an interrupted build leaves its temporary file");
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            for temp in anyspec_core::artifact::remove_temporaries_in_flight() {
+                tracing::debug!("removed {}", temp.display());
+            }
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+    if let Err(err) = spawned {
+        tracing::debug!("cannot start the signal thread ({err}); an interrupted build leaves its temporary file");
+    }
+}
+
+#[cfg(not(unix))]
+fn remove_temporaries_on_signals() {}
 
 fn init_logging(global: &GlobalArgs) {
     let default = match (global.quiet, global.verbose) {

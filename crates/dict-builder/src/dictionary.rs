@@ -5,6 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use anyspec_core::artifact::{ArtifactKind, MAX_PLAUSIBLE_VERSION};
 use anyspec_vocab_map::Fingerprint;
 use fst::Streamer;
 use memmap2::Mmap;
@@ -74,6 +75,11 @@ impl std::fmt::Debug for Dictionary {
 #[allow(unsafe_code)]
 fn map_file(path: &Path) -> Result<Mmap> {
     let file = File::open(path).map_err(Error::io("open", path))?;
+    // A directory opens, and then fails to map with "No such device": say what is wrong instead.
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        let err = std::io::Error::new(std::io::ErrorKind::IsADirectory, "it is a directory, not a dictionary file");
+        return Err(Error::io("open", path)(err));
+    }
     // SAFETY: the map is read-only and private to this process. The one hazard is another
     // process truncating or rewriting the file while it is mapped; our writers never do that
     // (`write_atomically` replaces a file by renaming a new one over it, which leaves existing
@@ -134,7 +140,11 @@ impl Dictionary {
     fn parse(storage: Storage, path: &Path) -> Result<Dictionary> {
         let bytes = storage.as_ref();
         if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-            return Err(Error::BadMagic { path: path.to_path_buf(), expected: "an anyspec n-gram dictionary" });
+            return Err(Error::BadMagic {
+                path: path.to_path_buf(),
+                expected: "an anyspec n-gram dictionary",
+                found: ArtifactKind::describe(bytes),
+            });
         }
         if bytes.len() < FIXED_HEADER + 4 {
             return Err(Error::corrupt(path, format!("truncated: {} bytes is shorter than the header", bytes.len())));
@@ -142,6 +152,12 @@ impl Dictionary {
         let le_u32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
         let le_u64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
         let version = le_u32(8);
+        if version > MAX_PLAUSIBLE_VERSION {
+            return Err(Error::corrupt(
+                path,
+                format!("its format version field reads {version}, which no anyspec writes"),
+            ));
+        }
         if version != FORMAT_VERSION {
             return Err(Error::Version { path: path.to_path_buf(), expected: FORMAT_VERSION, found: version });
         }

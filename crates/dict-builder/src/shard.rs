@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyspec_core::artifact::write_atomically;
+use anyspec_core::artifact::{ArtifactKind, MAX_PLAUSIBLE_VERSION, write_atomically};
 
 use crate::counts::{MAX_ORDER, NgramCounts};
 use crate::error::{Error, Result};
@@ -80,13 +80,23 @@ impl NgramCounts {
     /// As [`NgramCounts::read_shard`].
     pub fn from_shard_bytes(bytes: &[u8], path: &Path) -> Result<NgramCounts> {
         if bytes.len() < 8 || &bytes[..8] != MAGIC {
-            return Err(Error::BadMagic { path: path.to_path_buf(), expected: "an n-gram count shard" });
+            return Err(Error::BadMagic {
+                path: path.to_path_buf(),
+                expected: "an n-gram count shard",
+                found: ArtifactKind::describe(bytes),
+            });
         }
         if bytes.len() < FIXED_HEADER + 4 {
             return Err(Error::corrupt(path, format!("truncated: {} bytes is shorter than the header", bytes.len())));
         }
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
         let version = u32_at(8);
+        if version > MAX_PLAUSIBLE_VERSION {
+            return Err(Error::corrupt(
+                path,
+                format!("its format version field reads {version}, which no anyspec writes"),
+            ));
+        }
         if version != SHARD_VERSION {
             return Err(Error::Version { path: path.to_path_buf(), expected: SHARD_VERSION, found: version });
         }
@@ -196,6 +206,9 @@ mod tests {
         flipped[40] ^= 0x55;
         assert!(matches!(NgramCounts::from_shard_bytes(&flipped, path), Err(Error::Corrupt { .. })));
         assert!(matches!(NgramCounts::from_shard_bytes(b"not a shard at all", path), Err(Error::BadMagic { .. })));
+        let mut damaged = bytes.clone();
+        damaged[8..12].copy_from_slice(&16_711_681u32.to_le_bytes());
+        assert!(matches!(NgramCounts::from_shard_bytes(&damaged, path), Err(Error::Corrupt { .. })));
         let mut future = bytes.clone();
         future[8] = 9;
         assert!(matches!(NgramCounts::from_shard_bytes(&future, path), Err(Error::Version { found: 9, .. })));

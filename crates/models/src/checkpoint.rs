@@ -10,6 +10,7 @@ use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
 use crate::gguf::{GgufWeights, config_from_gguf};
 use crate::model::{Llama, LoadOptions};
+use crate::source::refuse_unused_layers;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::WeightFiles;
 
@@ -56,7 +57,10 @@ impl Checkpoint {
                 ),
             });
         }
-        let config = LlamaConfig::from_file(&config_path)?;
+        let mut config = LlamaConfig::from_file(&config_path)?;
+        if config.eos_token_ids.is_empty() {
+            config.eos_token_ids = tokenizer_eos(&path, config.vocab_size).into_iter().collect();
+        }
         Ok(Checkpoint { path, format: CheckpointFormat::HuggingFace, config, chat_template: None })
     }
 
@@ -123,7 +127,9 @@ impl Checkpoint {
     pub fn load_model_with(&self, device: &Device, options: &LoadOptions) -> Result<Llama> {
         match self.format {
             CheckpointFormat::HuggingFace => {
-                Llama::load_from(&mut WeightFiles::open(&self.path)?, self.config.clone(), device, options)
+                let mut weights = WeightFiles::open(&self.path)?;
+                refuse_unused_layers(weights.names(), &["model.layers."], self.config.num_layers, &self.path)?;
+                Llama::load_from(&mut weights, self.config.clone(), device, options)
             }
             CheckpointFormat::Gguf => {
                 // The map lives only while the weights are read: the engines hold their own
@@ -150,16 +156,51 @@ impl Checkpoint {
     }
 
     /// Loads the tokenizer: `tokenizer.json` of a directory, or the one a GGUF file's metadata
-    /// describes (checked against the embedding rows).
+    /// describes. Either is refused when it has ids beyond the model's embedding rows; one with
+    /// fewer ids is accepted, and an id it cannot decode is refused when decoded (see
+    /// [`TextTokenizer::decode`] for why).
     pub fn tokenizer(&self) -> Result<TextTokenizer> {
         match self.format {
-            CheckpointFormat::HuggingFace => TextTokenizer::from_file(&self.path.join("tokenizer.json")),
+            CheckpointFormat::HuggingFace => {
+                let tokenizer = TextTokenizer::from_file(&self.path.join("tokenizer.json"))?;
+                tokenizer.check_fits(self.config.vocab_size)?;
+                Ok(tokenizer)
+            }
             CheckpointFormat::Gguf => {
                 let file = GgufFile::open(&self.path)?;
                 TextTokenizer::from_gguf(&file, &self.path, self.config.vocab_size)
             }
         }
     }
+}
+
+/// The end-of-sequence id of a checkpoint directory's tokenizer, for a `config.json` without
+/// `eos_token_id` (generation would otherwise run to the token limit past the real end): the
+/// `eos_token` of `tokenizer_config.json`, looked up in `tokenizer.json`. Says on the log which
+/// token it took, or that there is none.
+fn tokenizer_eos(dir: &Path, vocab_size: usize) -> Option<u32> {
+    let found = (|| {
+        let text = std::fs::read_to_string(dir.join("tokenizer_config.json")).ok()?;
+        let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let eos = config.get("eos_token")?;
+        let name = eos.as_str().or_else(|| eos.get("content")?.as_str())?.to_owned();
+        let tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).ok()?;
+        let id = tokenizer.token_to_id(&name).filter(|&id| (id as usize) < vocab_size)?;
+        Some((name, id))
+    })();
+    match &found {
+        Some((name, id)) => tracing::warn!(
+            "{}: config.json has no eos_token_id; generation stops at the tokenizer's end-of-sequence token \
+             {name:?} (id {id}, the eos_token of tokenizer_config.json)",
+            dir.display()
+        ),
+        None => tracing::warn!(
+            "{}: config.json has no eos_token_id and tokenizer_config.json names no end-of-sequence token of the \
+             model; generation stops only at the token limit",
+            dir.display()
+        ),
+    }
+    found.map(|(_, id)| id)
 }
 
 /// Whether `path` starts with the GGUF magic (so a renamed file is still recognised).

@@ -185,14 +185,35 @@ impl LlamaConfig {
             .or_else(|| rope_parameters.and_then(|p| p.get("rope_theta")).and_then(Value::as_f64))
             .unwrap_or(10_000.0);
         let rope_scaling = parse_rope_scaling(raw.rope_scaling.as_ref().or(rope_parameters))?;
-        let eos_token_ids = match raw.eos_token_id {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
-            Some(Value::Array(items)) => items.iter().filter_map(Value::as_u64).map(|n| n as u32).collect(),
-            Some(other) => {
-                return Err(config_error(format!("eos_token_id must be an id or a list of ids, got {other}")));
-            }
+        let rms_norm_eps = raw.rms_norm_eps.unwrap_or(1e-6);
+        // Checked here rather than met later as "logits contain NaN": a zero or negative base
+        // makes every rotary frequency NaN or infinite, a zero epsilon divides a zero row by zero.
+        positive_number("rope_theta", rope_theta, "it must be a positive number (the RoPE base, e.g. 10000)")?;
+        positive_number("rms_norm_eps", rms_norm_eps, "it must be a positive number (e.g. 1e-5)")?;
+        // An id outside the vocabulary would never be generated, so generation would run past the
+        // real end of sequence: refuse it, and every value that is not an id, rather than drop it.
+        let in_vocabulary = |field: &str, value: &Value| -> Result<u32> {
+            value
+                .as_u64()
+                .and_then(|id| u32::try_from(id).ok())
+                .filter(|&id| (id as usize) < raw.vocab_size)
+                .ok_or_else(|| {
+                    config_error(format!(
+                        "{field} {value} is not a token id of the model (vocab_size {}, ids 0 to {}); the \
+                         configuration does not belong to these weights",
+                        raw.vocab_size,
+                        raw.vocab_size - 1
+                    ))
+                })
         };
+        let eos_token_ids = match &raw.eos_token_id {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                items.iter().map(|item| in_vocabulary("eos_token_id", item)).collect::<Result<Vec<u32>>>()?
+            }
+            Some(one) => vec![in_vocabulary("eos_token_id", one)?],
+        };
+        let bos_token_id = raw.bos_token_id.map(|id| in_vocabulary("bos_token_id", &Value::from(id))).transpose()?;
         Ok(LlamaConfig {
             model_type,
             vocab_size: raw.vocab_size,
@@ -202,7 +223,7 @@ impl LlamaConfig {
             num_heads: raw.num_attention_heads,
             num_kv_heads,
             head_dim,
-            rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            rms_norm_eps,
             rope_theta,
             rope_scaling,
             max_position_embeddings: raw.max_position_embeddings.unwrap_or(2048),
@@ -212,7 +233,7 @@ impl LlamaConfig {
             mlp_bias: raw.mlp_bias.unwrap_or(false),
             sliding_window,
             eos_token_ids,
-            bos_token_id: raw.bos_token_id,
+            bos_token_id,
         })
     }
 }
@@ -220,6 +241,14 @@ impl LlamaConfig {
 fn positive(field: &'static str, value: usize) -> Result<()> {
     if value == 0 {
         return Err(Error::UnsupportedConfig { field, value: "0".into(), reason: "it must be at least 1" });
+    }
+    Ok(())
+}
+
+/// Refuses a value that is not a finite number above zero.
+fn positive_number(field: &'static str, value: f64, reason: &'static str) -> Result<()> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(Error::UnsupportedConfig { field, value: value.to_string(), reason });
     }
     Ok(())
 }
@@ -237,11 +266,16 @@ fn parse_rope_scaling(value: Option<&Value>) -> Result<RopeScaling> {
                      original_max_position_embeddings)",
         })
     };
+    let factor = || -> Result<f64> {
+        let factor = number("factor")?;
+        positive_number("rope_scaling", factor, "its factor must be a positive number")?;
+        Ok(factor)
+    };
     match kind {
         "default" => Ok(RopeScaling::None),
-        "linear" => Ok(RopeScaling::Linear { factor: number("factor")? }),
+        "linear" => Ok(RopeScaling::Linear { factor: factor()? }),
         "llama3" => Ok(RopeScaling::Llama3 {
-            factor: number("factor")?,
+            factor: factor()?,
             low_freq_factor: number("low_freq_factor")?,
             high_freq_factor: number("high_freq_factor")?,
             original_max_position_embeddings: number("original_max_position_embeddings")?,
@@ -296,6 +330,36 @@ mod tests {
     fn unknown_rope_type_is_rejected() {
         let err = LlamaConfig::from_json(&TINY.replace("\"llama3\"", "\"yarn\"")).unwrap_err().to_string();
         assert!(err.contains("yarn"), "{err}");
+    }
+
+    #[test]
+    fn non_positive_rope_theta_and_rms_norm_eps_are_refused_up_front() {
+        for (field, good, bad) in [
+            ("rope_theta", "500000.0", "0.0"),
+            ("rope_theta", "500000.0", "-1.0"),
+            ("rms_norm_eps", "1e-5", "0"),
+            ("rms_norm_eps", "1e-5", "-1e-5"),
+        ] {
+            let text = TINY.replace(&format!("\"{field}\":{good}"), &format!("\"{field}\":{bad}"));
+            assert_ne!(text, TINY);
+            let err = LlamaConfig::from_json(&text).unwrap_err().to_string();
+            assert!(err.contains(field) && err.contains("positive"), "{field} = {bad}: {err}");
+        }
+        let zero_factor = TINY.replace("\"factor\":8.0", "\"factor\":0.0");
+        assert!(LlamaConfig::from_json(&zero_factor).unwrap_err().to_string().contains("factor"));
+    }
+
+    #[test]
+    fn eos_ids_outside_the_vocabulary_or_not_ids_are_refused() {
+        for bad in ["32", "[2,40]", "-1", "2.5", "4294967298", "\"2\""] {
+            let text = TINY.replace("\"eos_token_id\":[2,3]", &format!("\"eos_token_id\":{bad}"));
+            let err = LlamaConfig::from_json(&text).unwrap_err().to_string();
+            assert!(err.contains("eos_token_id") && err.contains("vocab_size 32"), "{bad}: {err}");
+        }
+        let one = LlamaConfig::from_json(&TINY.replace("\"eos_token_id\":[2,3]", "\"eos_token_id\":31")).unwrap();
+        assert_eq!(one.eos_token_ids, vec![31]);
+        let bos = TINY.replace("\"eos_token_id\"", "\"bos_token_id\":32,\"eos_token_id\"");
+        assert!(LlamaConfig::from_json(&bos).unwrap_err().to_string().contains("bos_token_id 32"));
     }
 
     #[test]

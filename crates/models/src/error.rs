@@ -123,6 +123,34 @@ pub enum Error {
         /// The cause.
         message: String,
     },
+    /// An id to decode has no token in the tokenizer (a model with more embedding rows than the
+    /// tokenizer has tokens produced one of the extra ids).
+    #[error(
+        "token id {token} has no token in the tokenizer {path} (its ids end at {id_end}), so it cannot be \
+         decoded into text; the model has more ids than the tokenizer: check that they belong together"
+    )]
+    UndecodableToken {
+        /// The id.
+        token: u32,
+        /// The tokenizer's file.
+        path: PathBuf,
+        /// One past the tokenizer's largest id.
+        id_end: usize,
+    },
+    /// A checkpoint's file holds tensors the configuration leaves unused (layers beyond
+    /// `num_hidden_layers`): the configuration does not describe these weights.
+    #[error(
+        "{path} holds tensors that num_hidden_layers = {num_layers} leaves unused: {names}; the configuration \
+         does not describe these weights (set num_hidden_layers to the number of layers in the file)"
+    )]
+    UnusedTensors {
+        /// The weights file (or checkpoint directory).
+        path: PathBuf,
+        /// `num_hidden_layers`.
+        num_layers: usize,
+        /// The first unused tensor names, and how many more.
+        names: String,
+    },
     /// Encoding or decoding text failed.
     #[error("the tokenizer failed: {message}")]
     Tokenization {

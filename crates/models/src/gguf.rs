@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
-use crate::source::{RawMatrix, WeightSource};
+use crate::source::{RawMatrix, WeightSource, refuse_unused_layers};
 
 /// Architectures (`general.architecture`) this loader maps.
 pub const SUPPORTED_ARCHITECTURES: [&str; 2] = ["llama", "qwen2"];
@@ -78,6 +78,13 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
         });
     }
     let eos = file.get_u64("tokenizer.ggml.eos_token_id").ok();
+    if eos.is_none() {
+        tracing::warn!(
+            "{}: the metadata names no end-of-sequence token (tokenizer.ggml.eos_token_id); generation stops \
+             only at the token limit",
+            path.display()
+        );
+    }
     let bos = file.get_u64("tokenizer.ggml.bos_token_id").ok();
     let mut config = json!({
         "model_type": arch,
@@ -97,10 +104,12 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
     if let Some(head_dim) = optional_u64("attention.key_length")? {
         config["head_dim"] = Value::from(head_dim);
     }
-    LlamaConfig::from_json(&config.to_string()).map_err(|err| match err {
+    let config = LlamaConfig::from_json(&config.to_string()).map_err(|err| match err {
         Error::Config { message, .. } => Error::Config { path: path.to_owned(), message },
         other => other,
-    })
+    })?;
+    refuse_unused_layers(file.tensors().iter().map(|t| t.name.as_str()), &["blk."], config.num_layers, path)?;
+    Ok(config)
 }
 
 /// A GGUF file's tensors under Hugging Face names.

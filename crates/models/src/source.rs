@@ -2,10 +2,11 @@
 //! that speaks Hugging Face tensor names, so each engine has one loader for both.
 
 use std::borrow::Cow;
+use std::path::Path;
 
 use anyspec_cpu_kernels::{Matrix, WeightFormat};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A weight matrix as stored: `rows` rows of `cols` values in `format`, row `i` of the model's
 /// (Hugging Face) layout being stored row `order[i]` when a permutation is given.
@@ -70,4 +71,58 @@ pub(crate) trait WeightSource {
     fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>>;
     /// A `[rows, cols]` weight matrix in its stored format, checked to have that shape.
     fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>>;
+}
+
+/// Refuses a checkpoint whose file holds layers at or beyond `num_layers`: the loader reads
+/// layers `0..num_layers` only, so a configuration with fewer layers than the file would silently
+/// run a truncated model. `layer_prefixes` are the name prefixes before a layer index
+/// (`model.layers.` for Hugging Face names, `blk.` for GGUF).
+pub(crate) fn refuse_unused_layers<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    layer_prefixes: &[&str],
+    num_layers: usize,
+    path: &Path,
+) -> Result<()> {
+    let layer_of = |name: &str| -> Option<usize> {
+        let rest = layer_prefixes.iter().find_map(|prefix| name.strip_prefix(prefix))?;
+        rest.split_once('.')?.0.parse().ok()
+    };
+    let mut unused: Vec<(usize, &str)> =
+        names.into_iter().filter_map(|name| layer_of(name).filter(|&l| l >= num_layers).map(|l| (l, name))).collect();
+    if unused.is_empty() {
+        return Ok(());
+    }
+    unused.sort_unstable();
+    const SHOWN: usize = 4;
+    let mut names = unused.iter().take(SHOWN).map(|(_, name)| *name).collect::<Vec<_>>().join(", ");
+    if unused.len() > SHOWN {
+        names.push_str(&format!(" and {} more", unused.len() - SHOWN));
+    }
+    let layers_in_file = unused.last().map_or(num_layers, |(layer, _)| layer + 1);
+    names.push_str(&format!(" (the file has at least {layers_in_file} layers)"));
+    Err(Error::UnusedTensors { path: path.to_owned(), num_layers, names })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_beyond_the_configuration_are_named_in_layer_order() {
+        let names =
+            ["model.layers.0.a", "model.layers.10.b", "model.layers.2.c", "model.norm.weight", "model.layers.x.d"];
+        let path = Path::new("ckpt");
+        refuse_unused_layers(names, &["model.layers."], 11, path).unwrap();
+        let err = refuse_unused_layers(names, &["model.layers."], 2, path).unwrap_err().to_string();
+        assert!(err.contains("num_hidden_layers = 2"), "{err}");
+        assert!(err.contains("model.layers.2.c, model.layers.10.b (the file has at least 11 layers)"), "{err}");
+        let many: Vec<String> = (0..9).map(|i| format!("blk.{i}.attn_q.weight")).collect();
+        let err = refuse_unused_layers(many.iter().map(String::as_str), &["blk."], 3, path).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "blk.3.attn_q.weight, blk.4.attn_q.weight, blk.5.attn_q.weight, blk.6.attn_q.weight and 2 more"
+            ),
+            "{err}"
+        );
+    }
 }

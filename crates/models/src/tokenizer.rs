@@ -1,4 +1,14 @@
 //! The checkpoint's `tokenizer.json`, with a fingerprint of its vocabulary.
+//!
+//! # A tokenizer and the model's vocabulary
+//! The model's embedding has `vocab_size` rows; the tokenizer names some of those ids.
+//! - A tokenizer with ids at or beyond `vocab_size` is refused when a checkpoint loads it
+//!   ([`crate::Checkpoint::tokenizer`]): it would feed the model ids it has no row for.
+//! - A tokenizer with fewer ids is common and harmless (Qwen2 pads its 151,646 tokens to 151,936
+//!   rows), so loading it says nothing; but an id it cannot decode is refused when it is decoded
+//!   ([`TextTokenizer::decode`]), rather than silently left out of the text. A warning at load
+//!   would fire on every padded checkpoint; the refusal fires only when the model actually
+//!   produces such an id, which a trained model essentially never does.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +21,8 @@ use crate::error::{Error, Result};
 pub struct TextTokenizer {
     inner: Tokenizer,
     path: PathBuf,
+    /// One past the largest id, added tokens included.
+    id_end: usize,
 }
 
 impl TextTokenizer {
@@ -18,7 +30,28 @@ impl TextTokenizer {
     pub fn from_file(path: &Path) -> Result<Self> {
         let inner = Tokenizer::from_file(path)
             .map_err(|e| Error::Tokenizer { path: path.to_owned(), message: e.to_string() })?;
-        Ok(TextTokenizer { inner, path: path.to_owned() })
+        Ok(TextTokenizer::new(inner, path))
+    }
+
+    fn new(inner: Tokenizer, path: &Path) -> Self {
+        let id_end = inner.get_vocab(true).values().max().map_or(0, |&id| id as usize + 1);
+        TextTokenizer { inner, path: path.to_owned(), id_end }
+    }
+
+    /// Refuses a tokenizer with ids at or beyond the model's `vocab_size` embedding rows: it does
+    /// not belong to the model, and the model would be fed ids it has no row for.
+    pub(crate) fn check_fits(&self, vocab_size: usize) -> Result<()> {
+        if self.id_end > vocab_size {
+            return Err(Error::Tokenizer {
+                path: self.path.clone(),
+                message: format!(
+                    "the tokenizer has ids up to {} but the model has {vocab_size} embedding rows (vocab_size); \
+                     the tokenizer does not belong to these weights",
+                    self.id_end - 1
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The tokenizer a GGUF file's metadata describes, refused when its ids do not fit the
@@ -26,17 +59,8 @@ impl TextTokenizer {
     pub fn from_gguf(file: &anyspec_gguf::GgufFile, path: &Path, vocab_size: usize) -> Result<Self> {
         let built = anyspec_gguf::tokenizer::tokenizer_from_gguf(file)
             .map_err(|e| Error::Tokenizer { path: path.to_owned(), message: e.to_string() })?;
-        let tokenizer = TextTokenizer { inner: built.tokenizer, path: path.to_owned() };
-        let ids = tokenizer.vocab_size();
-        if ids > vocab_size {
-            return Err(Error::Tokenizer {
-                path: path.to_owned(),
-                message: format!(
-                    "the tokenizer has {ids} tokens but the model has {vocab_size} embedding rows; \
-                     the metadata does not belong to these weights"
-                ),
-            });
-        }
+        let tokenizer = TextTokenizer::new(built.tokenizer, path);
+        tokenizer.check_fits(vocab_size)?;
         Ok(tokenizer)
     }
 
@@ -64,8 +88,20 @@ impl TextTokenizer {
     }
 
     /// Ids → text, without special tokens.
+    ///
+    /// # Errors
+    /// [`Error::UndecodableToken`] for an id the tokenizer has no token for (see the
+    /// [module docs](self)): it would otherwise vanish from the text without a word.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        if let Some(&token) = ids.iter().find(|&&id| self.inner.id_to_token(id).is_none()) {
+            return Err(Error::UndecodableToken { token, path: self.path.clone(), id_end: self.id_end });
+        }
         self.inner.decode(ids, true).map_err(|e| Error::Tokenization { message: e.to_string() })
+    }
+
+    /// One past the largest id the tokenizer knows, added tokens included.
+    pub fn id_end(&self) -> usize {
+        self.id_end
     }
 
     /// Number of ids, added tokens included.

@@ -68,6 +68,11 @@ impl WeightFiles {
         }
     }
 
+    /// Every tensor name in the checkpoint.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.index.keys().map(String::as_str)
+    }
+
     /// Whether the checkpoint holds a tensor of this name.
     pub(crate) fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)

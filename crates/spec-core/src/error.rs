@@ -84,8 +84,9 @@ pub enum Error {
     EmptyPrompt,
     /// The prompt does not fit the target's context window.
     #[error(
-        "the prompt has {prompt_len} tokens but the target's context window holds {max_len}; \
-         shorten the prompt"
+        "the prompt has {prompt_len} tokens but the target's context window holds {max_len}, and one \
+         position is needed for each new token; shorten the prompt to at most {} tokens",
+        .max_len.saturating_sub(1)
     )]
     PromptTooLong {
         /// Prompt length in tokens.

@@ -104,12 +104,21 @@ impl VocabMap {
                 path: path_buf(),
                 found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
                 expected: MAGIC.to_vec(),
+                kind: anyspec_core::artifact::ArtifactKind::describe(bytes),
             });
         }
         if bytes.len() < HEADER_LEN {
             return Err(Error::Truncated { path: path_buf(), len: bytes.len(), needed: HEADER_LEN + CHECKSUM_LEN });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
+        if version > anyspec_core::artifact::MAX_PLAUSIBLE_VERSION {
+            return Err(Error::InvalidMap {
+                path: path_buf(),
+                reason: format!(
+                    "its format version field reads {version}, which no anyspec writes: the file is damaged; rebuild it"
+                ),
+            });
+        }
         if version != FORMAT_VERSION {
             return Err(Error::Version { path: path_buf(), expected: FORMAT_VERSION, found: version });
         }

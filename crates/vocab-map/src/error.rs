@@ -10,7 +10,7 @@ use crate::Fingerprint;
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
-    #[error("cannot access {}: {source}", path.display())]
+    #[error("cannot access {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -59,7 +59,11 @@ pub enum Error {
         needed: usize,
     },
     /// The file does not start with the magic of a vocabulary map.
-    #[error("{} is not an anyspec vocabulary map (it starts with {found:02x?}, expected {expected:02x?})", path.display())]
+    #[error(
+        "{} is not an anyspec vocabulary map: it holds {kind} (it starts with {found:02x?}, expected {expected:02x?}); \
+         check the path",
+        path.display()
+    )]
     BadMagic {
         /// The file.
         path: PathBuf,
@@ -67,6 +71,8 @@ pub enum Error {
         found: Vec<u8>,
         /// The magic.
         expected: Vec<u8>,
+        /// What it is ([`anyspec_core::artifact::ArtifactKind::describe`]).
+        kind: &'static str,
     },
     /// The file was written in another format version.
     #[error(

@@ -124,9 +124,21 @@ fn save_load_round_trip_and_refusals() {
     let err = Affinity::load(&corrupt, &vocab.fingerprint()).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 
-    // Another kind of file altogether.
+    // Another kind of file altogether, and another anyspec artifact: named, not "corrupt".
     let err = Affinity::load(&data("corpus.txt"), &vocab.fingerprint()).unwrap_err();
-    assert!(matches!(err, Error::Corrupt { .. } | Error::NotAnArtifact { .. }), "{err}");
+    assert!(matches!(err, Error::NotAnArtifact { found, .. } if found.starts_with("no anyspec artifact")), "{err}");
+    let shortlist = dir.join("other.shortlist");
+    std::fs::write(&shortlist, b"ASSHORTL\x01\0\0\0\0\0\0\0\0\0\0\0").unwrap();
+    let err = Affinity::load(&shortlist, &vocab.fingerprint()).unwrap_err();
+    assert!(err.to_string().contains("it holds a drafter shortlist"), "{err}");
+    // A damaged version ("1" with one bit flipped) is corruption, not a version to rebuild with.
+    let entry = br#""format_version":"1""#;
+    let at = bytes.windows(entry.len()).position(|w| w == entry).expect("the version entry is in the header");
+    let mut damaged = bytes.clone();
+    damaged[at + entry.len() - 2] ^= 0x40;
+    std::fs::write(&corrupt, &damaged).unwrap();
+    let err = Affinity::load(&corrupt, &vocab.fingerprint()).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }) && err.to_string().contains("\"q\""), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

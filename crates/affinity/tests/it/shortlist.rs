@@ -88,5 +88,14 @@ fn save_load_round_trip_and_refusals() {
     assert!(err.to_string().contains("checksum"), "{err}");
     let err = Shortlist::load(&data("corpus.txt"), &vocab.fingerprint()).unwrap_err();
     assert!(matches!(err, Error::NotAnArtifact { .. }), "{err}");
+    std::fs::write(dir.join("map.bin"), b"ASVOCMAP\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0").unwrap();
+    let err = Shortlist::load(&dir.join("map.bin"), &vocab.fingerprint()).unwrap_err();
+    assert!(err.to_string().contains("it holds a vocabulary map"), "{err}");
+    // A damaged version field is corruption, not a request to rebuild "with this version".
+    let mut damaged = bytes.clone();
+    damaged[8..12].copy_from_slice(&16_711_681u32.to_le_bytes());
+    std::fs::write(dir.join("version.bin"), &damaged).unwrap();
+    let err = Shortlist::load(&dir.join("version.bin"), &vocab.fingerprint()).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }) && err.to_string().contains("16711681"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

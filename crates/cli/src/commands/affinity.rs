@@ -8,11 +8,13 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use anyspec_affinity::{Affinity, AffinityInfo, AffinityParams, CooccurrenceCounts, build_affinity, describe_corpus};
 use anyspec_core::Progress;
+use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
 use crate::output::{print_json, print_text, table};
+use crate::output_guard::{Output, check_output};
 
 /// Token-affinity matrices for RDK (out-of-vocabulary sampling).
 #[derive(Debug, clap::Args)]
@@ -45,6 +47,9 @@ struct BuildArgs {
     /// Where to write the matrix (safetensors).
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file even if it is not an affinity matrix (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Largest distance in tokens at which two tokens co-occur.
     #[arg(long, default_value_t = AffinityParams::default().window)]
     window: usize,
@@ -158,6 +163,11 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         threads: args.threads,
     };
     params.validate().map_err(affinity_flag_error)?;
+    let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
+        .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
+        .collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Affinity, force: args.force };
+    check_output(&output, &inputs)?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.text_field.clone() };

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use anyspec_core::Progress;
+use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::{
     BuildParams, CorpusOptions, Dictionary, EmulationConfig, NgramCounts, build_dictionary, emulate,
     running_text::encode_plain, write_dictionary,
@@ -15,6 +16,7 @@ use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
 use crate::output::{print_json, print_text, table};
+use crate::output_guard::{Output, check_output};
 
 /// Build, shard and evaluate static n-gram dictionaries (DictSpec).
 #[derive(Debug, clap::Args)]
@@ -65,6 +67,9 @@ struct BuildArgs {
     /// Where to write the dictionary.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file even if it is not an n-gram dictionary (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Word n-gram orders that contribute, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     orders: Vec<usize>,
@@ -101,6 +106,9 @@ struct CountArgs {
     /// Where to write the shard.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file even if it is not a count shard (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Highest n-gram order counted (dictionaries built from the shard may use any orders up to it).
     #[arg(long, default_value_t = 3)]
     max_order: usize,
@@ -120,6 +128,9 @@ struct MergeArgs {
     /// Where to write the merged shard.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file even if it is not a count shard (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -237,6 +248,12 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         max_continuation: args.max_continuation,
     };
     params.validate().map_err(dict_flag_error)?;
+    let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
+        .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
+        .chain(args.counts.iter().map(|p| ("--counts", p.as_path())))
+        .collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Dictionary, force: args.force };
+    check_output(&output, &inputs)?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let counts = if args.counts.is_empty() {
@@ -310,6 +327,9 @@ fn print_count_report(report: &CountReport, json: bool) -> anyhow::Result<()> {
 }
 
 fn count(args: CountArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+    let inputs: Vec<(&str, &Path)> = args.corpus.corpus.iter().map(|p| ("--corpus", p.as_path())).collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::CountShard, force: args.force };
+    check_output(&output, &inputs)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.corpus.text_field.clone() };
     let counts = NgramCounts::count_files(&args.corpus.corpus, &options, args.max_order, args.threads, progress)
@@ -319,6 +339,9 @@ fn count(args: CountArgs, progress: &dyn Progress) -> anyhow::Result<()> {
 }
 
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let inputs: Vec<(&str, &Path)> = args.shards.iter().map(|p| ("shard", p.as_path())).collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::CountShard, force: args.force };
+    check_output(&output, &inputs)?;
     let started = Instant::now();
     let counts = NgramCounts::merge_shards(&args.shards)?;
     counts.write_shard(&args.output)?;

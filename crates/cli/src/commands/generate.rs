@@ -296,7 +296,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         &config,
         &mut rng,
         &mut |token| stream.push(token),
-    )?;
+    )
+    .map_err(|err| match (&err, &args.drafter) {
+        (anyspec_core::Error::Drafter(_), Some(path)) => {
+            anyhow::Error::new(err).context(format!("--drafter {}", path.display()))
+        }
+        _ => anyhow::Error::new(err).context(format!("--target {}", args.target.display())),
+    })?;
     let decode_time = started.elapsed();
     if let Some(err) = stream.error.take() {
         return Err(err);

@@ -7,12 +7,14 @@ use std::time::Instant;
 use anyhow::Context;
 use anyspec_affinity::{EosRule, Shortlist, ShortlistParams, TokenFrequencies, describe_corpus};
 use anyspec_core::Progress;
+use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
 use crate::commands::affinity::affinity_flag_error;
 use crate::output::{print_json, print_text};
+use crate::output_guard::{Output, check_output};
 
 /// Frequency-ranked drafter shortlists (FR pruning).
 #[derive(Debug, clap::Args)]
@@ -48,6 +50,9 @@ struct BuildArgs {
     /// Where to write the shortlist.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file even if it is not a drafter shortlist (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Keep every special token too, not only end-of-sequence.
     #[arg(long)]
     keep_special: bool,
@@ -146,6 +151,11 @@ fn print_report(report: &Report, json: bool, verb: &str) -> anyhow::Result<()> {
 }
 
 fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+    let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
+        .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
+        .collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Shortlist, force: args.force };
+    check_output(&output, &inputs)?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.text_field.clone() };

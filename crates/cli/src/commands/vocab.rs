@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use anyspec_core::Progress;
+use anyspec_core::artifact::ArtifactKind;
 use anyspec_vocab_map::stats::{
     CorpusOverlap, DecompositionSummary, DrafterTrie, Overlap, count_decompositions, shortest_tokens,
 };
@@ -13,6 +14,7 @@ use anyspec_vocab_map::{MatchMode, TokenKind, VocabMap, Vocabulary};
 use serde::Serialize;
 
 use crate::output::{print_json, print_text, table};
+use crate::output_guard::{Output, check_output};
 
 /// Vocabulary maps and vocabulary statistics for two tokenizers.
 #[derive(Debug, clap::Args)]
@@ -89,6 +91,9 @@ struct BuildArgs {
     /// Where to write the map (written atomically).
     #[arg(long, short, value_name = "FILE")]
     out: PathBuf,
+    /// Replace an existing output file even if it is not a vocabulary map (an input is never replaced).
+    #[arg(long)]
+    force: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -256,6 +261,8 @@ struct BuildReport {
 }
 
 fn build(args: BuildArgs) -> anyhow::Result<()> {
+    let output = Output { flag: "--out", path: &args.out, kind: ArtifactKind::VocabMap, force: args.force };
+    check_output(&output, &[("--target", &args.pair.target), ("--drafter", &args.pair.drafter)])?;
     let started = Instant::now();
     let target = load("target", &args.pair.target)?;
     let drafter = load("drafter", &args.pair.drafter)?;

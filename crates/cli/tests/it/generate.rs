@@ -99,6 +99,19 @@ fn bad_inputs_are_clear_errors() {
 }
 
 #[test]
+fn negative_numbers_reach_the_range_checks() {
+    let target = fixture("llama3-gqa");
+    let target = target.to_str().unwrap();
+    for (flag, value) in [("--temperature", "-1"), ("--top-p", "-0.5")] {
+        let err = stderr_of_failure(&["generate", "--target", target, "--prompt", "x", flag, value]);
+        assert!(err.contains(&format!("{flag} must be")) && !err.contains("unexpected argument"), "{err}");
+    }
+    let err =
+        stderr_of_failure(&["dict", "build", "--tokenizer", "t", "--corpus", "c", "-o", "d", "--min-prob", "-0.1"]);
+    assert!(err.contains("--min-prob must be"), "{err}");
+}
+
+#[test]
 fn a_drafter_with_another_tokenizer_is_refused() {
     // A copy of a fixture checkpoint with the dict-builder fixture's tokenizer.
     let dir = std::env::temp_dir().join(format!("anyspec-cli-other-tokenizer-{}", std::process::id()));
@@ -121,7 +134,48 @@ fn a_drafter_with_another_tokenizer_is_refused() {
         "--prompt",
         "x",
     ]);
+    // That tokenizer has 587 ids for 320 embedding rows: it cannot belong to the checkpoint.
+    assert!(err.contains("--drafter") && err.contains("does not belong to these weights"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+    // A consistent checkpoint whose tokenizer is not the target's.
+    let err = stderr_of_failure(&[
+        "generate",
+        "--target",
+        target.to_str().unwrap(),
+        "--drafter",
+        hetero_drafter().to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
     assert!(err.contains("another tokenizer"), "{err}");
+}
+
+#[test]
+fn a_broken_drafter_checkpoint_is_named_as_the_drafter() {
+    // The target itself as drafter, with a RoPE base that makes its logits NaN: that used to
+    // surface mid-generation as the target's "logits contain NaN".
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-broken-drafter-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = fixture("llama3-gqa");
+    for entry in std::fs::read_dir(&target).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let config_path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["rope_theta"] = (-1.0).into();
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let err = stderr_of_failure(&[
+        "generate",
+        "--target",
+        target.to_str().unwrap(),
+        "--drafter",
+        dir.to_str().unwrap(),
+        "--prompt",
+        "The quick brown fox",
+    ]);
+    assert!(err.contains(&format!("--drafter {}", dir.display())) && err.contains("rope_theta"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

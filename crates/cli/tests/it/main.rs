@@ -4,6 +4,7 @@ mod affinity;
 mod demo;
 mod dict;
 mod generate;
+mod outputs;
 mod shortlist;
 mod simulate;
 mod support;

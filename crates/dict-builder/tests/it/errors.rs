@@ -67,6 +67,28 @@ fn other_files_and_versions_are_named() {
     let mut future = bytes();
     future[8] = 2;
     assert!(matches!(load(future), Err(Error::Version { found: 2, .. })));
+    let mut damaged = bytes();
+    damaged[8..12].copy_from_slice(&16_711_681u32.to_le_bytes());
+    assert!(matches!(load(damaged), Err(Error::Corrupt { .. })));
+    let mut shard = b"ASNGRCNT".to_vec();
+    shard.extend_from_slice(&[1; 100]);
+    let err = load(shard).unwrap_err().to_string();
+    assert!(err.contains("it holds an n-gram count shard"), "{err}");
+    let directory = Dictionary::open(&std::env::temp_dir(), &FINGERPRINT).unwrap_err();
+    let message = anyhow_like(&directory);
+    assert!(message.contains("is a directory") && !message.contains("No such device"), "{message}");
     let missing = Dictionary::open(Path::new("/nonexistent/x.dict"), &FINGERPRINT).unwrap_err().to_string();
     assert!(missing.contains("/nonexistent/x.dict"), "{missing}");
+}
+
+/// The error and its sources, as the CLI prints them (`{:#}` of an anyhow error).
+fn anyhow_like(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

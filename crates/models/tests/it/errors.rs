@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyspec_models::{Checkpoint, DeviceChoice, Error};
+use anyspec_models::{Checkpoint, DeviceChoice, Error, TextTokenizer};
 
 /// Copies a fixture to a fresh temporary directory and edits its config.json.
 fn edited_copy(name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
@@ -87,4 +87,64 @@ fn tokens_outside_the_vocabulary_and_context_are_errors() {
     assert!(matches!(model.forward(&long, &mut cache, 1), Err(Error::ContextFull { needed: 129, max: 128 })));
     assert!(model.forward(&[], &mut cache, 1).is_err());
     assert_eq!(cache.len(), 0, "failed passes leave the cache alone");
+}
+
+#[test]
+fn a_configuration_with_fewer_layers_than_the_file_is_refused_naming_the_unused_tensors() {
+    let dir = edited_copy("llama3-gqa", |c| c["num_hidden_layers"] = 1.into());
+    let err = load_err(&dir);
+    let text = err.to_string();
+    assert!(matches!(err, Error::UnusedTensors { num_layers: 1, .. }), "{text}");
+    assert!(text.contains("model.layers.1.") && text.contains("num_hidden_layers = 1"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_tokenizer_with_ids_beyond_the_embedding_rows_is_refused() {
+    // The fixture tokenizer has ids 0..320; a model of 300 rows cannot embed the last 20.
+    let dir = edited_copy("llama3-gqa", |c| c["vocab_size"] = 300.into());
+    let err = Checkpoint::open(&dir).unwrap().tokenizer().unwrap_err().to_string();
+    assert!(err.contains("ids up to 319") && err.contains("300 embedding rows"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_id_the_tokenizer_cannot_decode_is_an_error_not_dropped_text() {
+    let tokenizer = TextTokenizer::from_file(&crate::common::fixture_dir("llama3-gqa").join("tokenizer.json")).unwrap();
+    assert_eq!(tokenizer.id_end(), 320);
+    assert!(tokenizer.decode(&[60, 61]).is_ok());
+    let err = tokenizer.decode(&[60, 400, 61]).unwrap_err();
+    assert!(matches!(err, Error::UndecodableToken { token: 400, id_end: 320, .. }), "{err}");
+}
+
+#[test]
+fn eos_outside_the_vocabulary_is_refused() {
+    let dir = edited_copy("llama3-gqa", |c| c["eos_token_id"] = 50_256.into());
+    let err = Checkpoint::open(&dir).unwrap_err().to_string();
+    assert!(err.contains("eos_token_id 50256") && err.contains("vocab_size 320"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_missing_eos_falls_back_to_the_tokenizers_end_of_sequence_token() {
+    let dir = edited_copy("llama3-gqa", |c| {
+        c.as_object_mut().unwrap().remove("eos_token_id");
+    });
+    // Without tokenizer_config.json there is nothing to fall back to (and a warning says so).
+    assert_eq!(Checkpoint::open(&dir).unwrap().config().eos_token_ids, Vec::<u32>::new());
+    std::fs::write(dir.join("tokenizer_config.json"), r#"{"eos_token": {"content": "</s>"}}"#).unwrap();
+    assert_eq!(Checkpoint::open(&dir).unwrap().config().eos_token_ids, vec![2]);
+    std::fs::write(dir.join("tokenizer_config.json"), r#"{"eos_token": "<s>"}"#).unwrap();
+    assert_eq!(Checkpoint::open(&dir).unwrap().config().eos_token_ids, vec![1]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn non_positive_rope_theta_and_rms_norm_eps_are_refused_when_the_checkpoint_opens() {
+    for (field, value) in [("rope_theta", -1.0), ("rms_norm_eps", 0.0)] {
+        let dir = edited_copy("llama3-gqa", |c| c[field] = value.into());
+        let err = Checkpoint::open(&dir).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains("positive"), "{err}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

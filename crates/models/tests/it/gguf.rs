@@ -37,10 +37,12 @@ struct Options {
     architecture: &'static str,
     /// Store the RoPE base as a string (a malformed file).
     rope_base_as_text: bool,
+    /// `block_count` in the metadata (the file always holds 2 layers).
+    block_count: u32,
 }
 
 const F32_PERMUTED: Options =
-    Options { matrices: GgmlType::F32, permute: true, architecture: "llama", rope_base_as_text: false };
+    Options { matrices: GgmlType::F32, permute: true, architecture: "llama", rope_base_as_text: false, block_count: 2 };
 
 /// convert_hf_to_gguf.py's `permute`: within each head, row `s·d/2 + j` goes to `2j + s`.
 fn permute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
@@ -92,7 +94,7 @@ fn write_fixture(path: &Path, options: Options) {
     let u32v = |v: u32| MetadataValue::U32(v);
     writer
         .metadata("general.architecture", MetadataValue::String(arch.into()))
-        .metadata(&format!("{arch}.block_count"), u32v(2))
+        .metadata(&format!("{arch}.block_count"), u32v(options.block_count))
         .metadata(&format!("{arch}.context_length"), u32v(128))
         .metadata(&format!("{arch}.embedding_length"), u32v(64))
         .metadata(&format!("{arch}.feed_forward_length"), u32v(128))
@@ -266,6 +268,14 @@ fn unsupported_architectures_types_and_truncation_are_named() {
     write_fixture(&typed.0, Options { rope_base_as_text: true, ..F32_PERMUTED });
     let err = Checkpoint::open(&typed.0).unwrap_err().to_string();
     assert!(err.contains("rope.freq_base"), "{err}");
+
+    // Metadata claiming fewer layers than the file holds: the extra layers are named, not dropped.
+    let short = TempFile::new("one-block.gguf");
+    write_fixture(&short.0, Options { block_count: 1, ..F32_PERMUTED });
+    let err = Checkpoint::open(&short.0).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::UnusedTensors { num_layers: 1, .. }), "{text}");
+    assert!(text.contains("blk.1.attn_norm.weight") && text.contains("at least 2 layers"), "{text}");
 
     // A file that is not a model at all.
     let text_file = TempFile::new("notes.txt");

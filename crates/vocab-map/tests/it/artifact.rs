@@ -60,6 +60,10 @@ fn another_version_is_named_as_such() {
         matches!(err, Error::Version { found, expected, .. } if found == FORMAT_VERSION + 1 && expected == FORMAT_VERSION)
     );
     assert!(err.to_string().contains("rebuild"), "{err}");
+    // A damaged version field is not a version: the file is reported damaged.
+    bytes[8..12].copy_from_slice(&16_711_681u32.to_le_bytes());
+    let err = VocabMap::from_bytes(&bytes, &path).unwrap_err();
+    assert!(matches!(err, Error::InvalidMap { .. }) && err.to_string().contains("damaged"), "{err}");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
@@ -69,6 +73,8 @@ fn a_foreign_file_is_not_a_map() {
     let err = VocabMap::from_bytes(b"{\"model\": {}} and more bytes than a header", &path).unwrap_err();
     assert!(matches!(err, Error::BadMagic { .. }), "{err:?}");
     assert_eq!(&MAGIC, b"ASVOCMAP");
+    let err = VocabMap::from_bytes(b"ANYSPDIC\x01\0\0\0 and the rest of a dictionary", &path).unwrap_err();
+    assert!(err.to_string().contains("it holds an n-gram dictionary"), "{err}");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
