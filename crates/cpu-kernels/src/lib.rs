@@ -109,6 +109,7 @@
 //! - Unsafe code (intrinsics, the pool's lending of a borrowed closure) lives in one private
 //!   module, `sys`.
 
+mod attention;
 mod error;
 mod format;
 mod kernel;
@@ -117,6 +118,7 @@ mod scalar;
 mod sys;
 mod threads;
 
+pub use attention::{HeadLayout, attend_head};
 pub use error::{Error, Result};
 pub use format::{WeightFormat, dequantize, quantize};
 pub use kernel::Kernel;

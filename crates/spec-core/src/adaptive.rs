@@ -322,15 +322,13 @@ mod tests {
             let mut tuner = GammaTuner::new(8);
             // Measure every width once so that the estimates are exact, then let it run.
             for g in 0..=8 {
-                tuner.observe(
-                    &StepObservation {
-                        drafted: g,
-                        accepted: 0,
-                        bonus: g == 0,
-                        draft_time: ms(draft_ms * g as f64),
-                        verify_time: ms(verify(g + 1)),
-                    },
-                );
+                tuner.observe(&StepObservation {
+                    drafted: g,
+                    accepted: 0,
+                    bonus: g == 0,
+                    draft_time: ms(draft_ms * g as f64),
+                    verify_time: ms(verify(g + 1)),
+                });
             }
             train(&mut tuner, alpha, draft_ms, &verify, 400);
             let chosen = tuner.verify_len(tuner.next_gamma());

@@ -86,8 +86,17 @@ fn a_directory_without_demo_assets_is_a_clear_error() {
 fn methods_selects_rows_and_sampling_runs_them() {
     let cache = std::env::temp_dir().join(format!("anyspec-demo-methods-{}", std::process::id()));
     let (assets, cache_arg) = (assets(), cache.to_str().unwrap().to_string());
-    let common =
-        ["demo", "--model", "tiny", "--json", "--no-progress", "--assets", assets.to_str().unwrap(), "--cache", &cache_arg];
+    let common = [
+        "demo",
+        "--model",
+        "tiny",
+        "--json",
+        "--no-progress",
+        "--assets",
+        assets.to_str().unwrap(),
+        "--cache",
+        &cache_arg,
+    ];
     let mut args = common.to_vec();
     args.extend(["--methods", "slrs,tli", "--temperature", "0.8", "--prompts", "1", "--max-tokens", "8"]);
     let out = anyspec(&args);

@@ -381,3 +381,91 @@ unsafe fn q6_k_block<const M: usize, const A: usize>(
         }
     }
 }
+
+/// Whether [`attention_scores`] and [`attention_sum`] may run (AVX2, FMA and F16C detected, as for every kernel here).
+pub(crate) fn attention_supported() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("f16c")
+}
+
+/// `scores[j] = scale · (query · keys[offset + j·stride ..][..query.len()])` for every `j`.
+///
+/// The caller checked [`attention_supported`], that `query.len()` is a multiple of 8 and that
+/// every key lies inside `keys`.
+pub(crate) fn attention_scores(
+    query: &[f32],
+    keys: &[f32],
+    offset: usize,
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let width = query.len();
+    assert!(width.is_multiple_of(8) && attention_supported(), "attention_scores: unchecked call");
+    assert!(scores.is_empty() || offset + (scores.len() - 1) * stride + width <= keys.len(), "keys out of range");
+    // SAFETY: AVX2/FMA are available and every key read is in bounds (both asserted above).
+    unsafe { scores_impl(query, keys, offset, stride, scale, scores) }
+}
+
+/// # Safety
+/// AVX2/FMA available; `query.len()` a multiple of 8; every key in bounds of `keys`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_impl(query: &[f32], keys: &[f32], offset: usize, stride: usize, scale: f32, scores: &mut [f32]) {
+    let width = query.len();
+    let q = query.as_ptr();
+    for (j, score) in scores.iter_mut().enumerate() {
+        // SAFETY: `offset + j·stride + width ≤ keys.len()` per the contract.
+        let k = unsafe { keys.as_ptr().add(offset + j * stride) };
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let mut i = 0;
+        while i + 16 <= width {
+            // SAFETY: lanes `i..i + 16` lie inside the query and the key.
+            unsafe {
+                acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]);
+                acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i + 8)), _mm256_loadu_ps(k.add(i + 8)), acc[1]);
+            }
+            i += 16;
+        }
+        if i < width {
+            // SAFETY: `width` is a multiple of 8, so lanes `i..i + 8` are in bounds.
+            unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]) };
+        }
+        *score = hsum(&acc) * scale;
+    }
+}
+
+/// `out = Σ_j weights[j] · values[offset + j·stride ..][..out.len()]`.
+///
+/// The caller checked [`attention_supported`], that `out.len()` is a multiple of 8 and that
+/// every value lies inside `values`.
+pub(crate) fn attention_sum(weights: &[f32], values: &[f32], offset: usize, stride: usize, out: &mut [f32]) {
+    let width = out.len();
+    assert!(width.is_multiple_of(8) && attention_supported(), "attention_sum: unchecked call");
+    assert!(weights.is_empty() || offset + (weights.len() - 1) * stride + width <= values.len(), "values out of range");
+    // SAFETY: AVX2/FMA are available and every value read is in bounds (both asserted above).
+    unsafe { sum_impl(weights, values, offset, stride, out) }
+}
+
+/// # Safety
+/// AVX2/FMA available; `out.len()` a multiple of 8; every value in bounds of `values`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_impl(weights: &[f32], values: &[f32], offset: usize, stride: usize, out: &mut [f32]) {
+    for chunk in (0..out.len()).step_by(32) {
+        let lanes = (out.len() - chunk).min(32) / 8;
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (j, &w) in weights.iter().enumerate() {
+            let w = _mm256_set1_ps(w);
+            // SAFETY: `offset + j·stride + out.len() ≤ values.len()` per the contract.
+            let v = unsafe { values.as_ptr().add(offset + j * stride + chunk) };
+            for (l, a) in acc.iter_mut().enumerate().take(lanes) {
+                // SAFETY: lanes `chunk + 8l .. + 8` lie inside the value vector.
+                *a = _mm256_fmadd_ps(w, unsafe { _mm256_loadu_ps(v.add(8 * l)) }, *a);
+            }
+        }
+        for (l, a) in acc.iter().enumerate().take(lanes) {
+            // SAFETY: lanes `chunk + 8l .. + 8` lie inside `out`.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(chunk + 8 * l), *a) };
+        }
+    }
+}

@@ -2,9 +2,14 @@
 //! written in place. A rollback truncates (keeping the allocation), so the next pass overwrites
 //! the rejected positions without copying anything.
 
-use super::ops;
+use anyspec_cpu_kernels::{HeadLayout, Threads, attend_head};
+
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
+
+/// Multiply-adds of one attention call (rows × heads × keys × head width) above which it is
+/// spread over the kernel threads; below, handing the heads out costs more than it saves.
+const PARALLEL_ATTENTION_MACS: usize = 64 * 1024;
 
 /// Keys and values of one layer (or of one layer of a token tree), `[entry, kv_width]`.
 #[derive(Clone, Debug, Default)]
@@ -92,28 +97,38 @@ impl NativeCache {
 
     /// Causal attention of the new positions `start..` of one layer (already appended) over
     /// everything before them and themselves; `queries` is `[m, heads · head_dim]`.
-    pub(crate) fn attend_causal(&self, c: &LlamaConfig, layer: usize, start: usize, queries: &[f32], out: &mut [f32]) {
+    pub(crate) fn attend_causal(
+        &self,
+        c: &LlamaConfig,
+        layer: usize,
+        start: usize,
+        queries: &[f32],
+        out: &mut [f32],
+        threads: &Threads,
+    ) {
         let (head_dim, group) = (c.head_dim, c.num_heads / c.num_kv_heads);
         let window = c.sliding_window.unwrap_or(usize::MAX);
         let scale = 1.0 / (head_dim as f32).sqrt();
         let kv = &self.layers[layer];
-        let q_width = c.num_heads * head_dim;
-        for (i, (query_row, out_row)) in queries.chunks_exact(q_width).zip(out.chunks_exact_mut(q_width)).enumerate() {
+        let rows = queries.len() / (c.num_heads * head_dim);
+        // One (query row, head) pair per chunk of the output.
+        let attend_one = |index: usize, o: &mut [f32]| {
+            let (i, head) = (index / c.num_heads, index % c.num_heads);
+            let q = &queries[index * head_dim..(index + 1) * head_dim];
             let query_position = start + i;
             // transformers' sliding window keeps keys with query − key < window.
             let first = (query_position + 1).saturating_sub(window);
-            for (head, (q, o)) in query_row.chunks_exact(head_dim).zip(out_row.chunks_exact_mut(head_dim)).enumerate() {
-                let kv_head = head / group;
-                ops::attend(
-                    q,
-                    query_position + 1 - first,
-                    |j| kv.key(first + j, kv_head, head_dim, self.kv_width),
-                    |j| kv.value(first + j, kv_head, head_dim, self.kv_width),
-                    |_| true,
-                    scale,
-                    o,
-                );
-            }
+            let kv_head = head / group;
+            let layout = HeadLayout { offset: first * self.kv_width + kv_head * head_dim, stride: self.kv_width };
+            let mut scores = Vec::new();
+            attend_head(q, &kv.keys, &kv.values, layout, query_position + 1 - first, scale, &mut scores, o);
+        };
+        // Spread over the threads when the work outweighs handing it out (~a few µs).
+        let work = rows * c.num_heads * (start + rows).min(window) * head_dim;
+        if work >= PARALLEL_ATTENTION_MACS {
+            threads.for_each_chunk_mut(out, head_dim, &attend_one);
+        } else {
+            out.chunks_exact_mut(head_dim).enumerate().for_each(|(index, o)| attend_one(index, o));
         }
     }
 }

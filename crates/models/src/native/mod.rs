@@ -381,7 +381,7 @@ impl NativeLlama {
         let positions: Vec<usize> = (start..start + len).collect();
         let h = self.layers(tokens, &positions, threads, &mut |index, q, k, v, out| {
             cache.append(index, k, v);
-            cache.attend_causal(c, index, start, q, out);
+            cache.attend_causal(c, index, start, q, out, threads);
             Ok(())
         })?;
         cache.advance(len);

@@ -80,7 +80,10 @@ pub(super) enum TargetSource {
 pub(super) fn smollm2_file(flag: Option<&Path>, offline: bool) -> anyhow::Result<PathBuf> {
     if let Some(path) = flag {
         if !path.is_file() {
-            bail!("--model-file {}: no such file; pass a GGUF file, or drop the flag to use the model cache", path.display());
+            bail!(
+                "--model-file {}: no such file; pass a GGUF file, or drop the flag to use the model cache",
+                path.display()
+            );
         }
         return Ok(path.to_owned());
     }
@@ -89,7 +92,11 @@ pub(super) fn smollm2_file(flag: Option<&Path>, offline: bool) -> anyhow::Result
         return Ok(path);
     }
     if offline {
-        bail!("{} is not in the model cache {} and --offline was given", SMOLLM2_135M_INSTRUCT_Q4_1.name, store.root().display());
+        bail!(
+            "{} is not in the model cache {} and --offline was given",
+            SMOLLM2_135M_INSTRUCT_Q4_1.name,
+            store.root().display()
+        );
     }
     #[allow(clippy::print_stderr)] // Fetching 98 MB on first use must be announced.
     let path = {
@@ -149,7 +156,8 @@ pub(super) fn load(
         TargetSource::Gguf(_) => target_checkpoint.config().eos_token_ids.clone(),
     };
     let mut take = |name: &str| -> anyhow::Result<(Checkpoint, Llama)> {
-        let index = tiny.iter().position(|(n, ..)| *n == name).with_context(|| format!("{} has no {name}", dir.display()))?;
+        let index =
+            tiny.iter().position(|(n, ..)| *n == name).with_context(|| format!("{} has no {name}", dir.display()))?;
         let (_, checkpoint, model) = tiny.remove(index);
         Ok((checkpoint, model))
     };

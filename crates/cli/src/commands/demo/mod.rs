@@ -196,7 +196,11 @@ const METHODS: &[Method] = &[
         about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ \
                 (at temperature > 0 the lookahead is cut so ψ costs at most 500 drafter positions per token)",
     },
-    Method { key: "auto", kind: Kind::Auto, about: "the algorithm `anyspec generate --algo auto` picks for the drafter" },
+    Method {
+        key: "auto",
+        kind: Kind::Auto,
+        about: "the algorithm `anyspec generate --algo auto` picks for the drafter",
+    },
 ];
 
 /// Drafter positions SLRS may score per drafted token when sampling (temperature > 0). At
@@ -394,7 +398,11 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
             None => FIRST_LAYER_CANDIDATES.iter().copied().filter(|&l| l < layers).collect(),
         };
         let trial = GenerationConfig { max_new_tokens: max_tokens.min(32), ..config.clone() };
-        progress.start("choosing the self-speculative drafter's depth", Some(candidates.len() as u64), ProgressUnit::Items);
+        progress.start(
+            "choosing the self-speculative drafter's depth",
+            Some(candidates.len() as u64),
+            ProgressUnit::Items,
+        );
         let mut best: Option<(usize, f64)> = None;
         for &l in &candidates {
             let model = setup.assets.target.first_layers(l)?;
@@ -624,9 +632,8 @@ fn run_one(
     target.score(prompt, 0)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
-    let generation = generate_tuned(target, drafter, prompt, config, tuner, &mut rng, &mut |_| {
-        std::ops::ControlFlow::Continue(())
-    })?;
+    let generation =
+        generate_tuned(target, drafter, prompt, config, tuner, &mut rng, &mut |_| std::ops::ControlFlow::Continue(()))?;
     Ok((generation, started.elapsed()))
 }
 
@@ -652,8 +659,7 @@ impl MethodRun {
         seed: u64,
     ) -> anyhow::Result<(anyspec_core::Generation, Duration)> {
         let name = &self.name;
-        let mut drafter =
-            build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
+        let mut drafter = build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
         let drafter = drafter.as_deref_mut().map(|d| d as &mut dyn Drafter);
         run_one(target, drafter, &prompt.ids, config, self.tuner.as_mut(), seed)
             .with_context(|| format!("generating with {name}"))
@@ -837,7 +843,8 @@ fn render(report: &Report) -> String {
         report.verify_cost.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(" ")
     ));
     if let Some(l) = report.first_layers {
-        let trials: Vec<String> = report.first_layer_trials.iter().map(|(l, s)| format!("L={l}: {s:.1} tok/s")).collect();
+        let trials: Vec<String> =
+            report.first_layer_trials.iter().map(|(l, s)| format!("L={l}: {s:.1} tok/s")).collect();
         out.push_str(&format!("self-speculative depth L = {l}, the fastest of {}\n", trials.join(", ")));
     }
     out.push_str(
@@ -934,9 +941,8 @@ fn read_prompts(dir: &Path, assets: &Assets, tiny: bool) -> anyhow::Result<Vec<P
     } else {
         let path = dir.join("specbench-prompts.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| {
-            format!("{} is not a JSON list of {{category, group, prompt}} objects", path.display())
-        })?
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a JSON list of {{category, group, prompt}} objects", path.display()))?
     };
     if entries.is_empty() || entries.iter().any(|p| p.prompt.trim().is_empty()) {
         bail!("{}: the prompt list must hold at least one non-empty prompt", dir.display());
@@ -944,7 +950,8 @@ fn read_prompts(dir: &Path, assets: &Assets, tiny: bool) -> anyhow::Result<Vec<P
     entries
         .into_iter()
         .map(|entry| {
-            let text = if tiny { entry.prompt.clone() } else { assets.target_checkpoint.chat_prompt(None, &entry.prompt)? };
+            let text =
+                if tiny { entry.prompt.clone() } else { assets.target_checkpoint.chat_prompt(None, &entry.prompt)? };
             let ids = assets.target_tokenizer.encode(&text)?;
             Ok(Prompt { category: entry.category, group: entry.group, text: entry.prompt, ids })
         })

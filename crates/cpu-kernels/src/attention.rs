@@ -1,0 +1,136 @@
+//! Softmax attention of one query head over keys and values held in a KV cache.
+//!
+//! At long contexts attention, not the weights, dominates a decoding step: on SmolLM2-135M at
+//! 800 tokens of context each new token reads 9 heads × 800 keys and values in each of 30
+//! layers. [`attend_head`] computes it in two passes over a score buffer (scores, then the
+//! weighted sum of values), with AVX2/FMA where the CPU has them and a portable loop
+//! otherwise; both give the softmax of `q·k/√d` up to float rounding.
+
+#[cfg(target_arch = "x86_64")]
+use crate::sys::avx2;
+
+/// Where one head's vectors sit in a cache: position `j`'s vector is
+/// `data[offset + j·stride ..][..width]`, `width` being the query's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLayout {
+    /// Index of position 0's vector.
+    pub offset: usize,
+    /// Floats from one position's vector to the next.
+    pub stride: usize,
+}
+
+/// Writes `Σ_j softmax(scale · q·k_j)_j v_j` over `count` positions into `out`, `scores` being
+/// scratch space reused across calls.
+///
+/// # Panics
+/// When `out` and `query` differ in length, or a key or value of the `count` positions lies
+/// outside `keys` or `values` (the caller's shapes are wrong, not the user's input).
+#[allow(clippy::too_many_arguments)] // A kernel entry point: every argument is a plain slice or size.
+pub fn attend_head(
+    query: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    layout: HeadLayout,
+    count: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let width = query.len();
+    assert_eq!(out.len(), width, "attention: output and query widths differ");
+    if count == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let last = layout.offset + (count - 1) * layout.stride + width;
+    assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
+    scores.clear();
+    scores.resize(count, 0.0);
+    #[cfg(target_arch = "x86_64")]
+    let fast = width.is_multiple_of(8) && avx2::attention_supported();
+    #[cfg(not(target_arch = "x86_64"))]
+    let fast = false;
+    if fast {
+        #[cfg(target_arch = "x86_64")]
+        avx2::attention_scores(query, keys, layout.offset, layout.stride, scale, scores);
+    } else {
+        for (j, score) in scores.iter_mut().enumerate() {
+            let k = &keys[layout.offset + j * layout.stride..][..width];
+            *score = query.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+        }
+    }
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0.0f32;
+    for score in scores.iter_mut() {
+        *score = (*score - max).exp();
+        total += *score;
+    }
+    if fast {
+        #[cfg(target_arch = "x86_64")]
+        avx2::attention_sum(scores, values, layout.offset, layout.stride, out);
+    } else {
+        out.fill(0.0);
+        for (j, &w) in scores.iter().enumerate() {
+            let v = &values[layout.offset + j * layout.stride..][..width];
+            for (o, &x) in out.iter_mut().zip(v) {
+                *o += w * x;
+            }
+        }
+    }
+    let inv = 1.0 / total;
+    for o in out.iter_mut() {
+        *o *= inv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The textbook softmax attention in f64.
+    fn reference(q: &[f32], keys: &[f32], values: &[f32], layout: HeadLayout, count: usize, scale: f32) -> Vec<f64> {
+        let w = q.len();
+        let at = |data: &[f32], j: usize| data[layout.offset + j * layout.stride..][..w].to_vec();
+        let scores: Vec<f64> = (0..count)
+            .map(|j| {
+                at(keys, j).iter().zip(q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>() * f64::from(scale)
+            })
+            .collect();
+        let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f64 = e.iter().sum();
+        (0..w).map(|i| (0..count).map(|j| e[j] * f64::from(at(values, j)[i])).sum::<f64>() / total).collect()
+    }
+
+    #[test]
+    fn matches_the_textbook_softmax_for_strided_heads_and_odd_widths() {
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
+        };
+        // Widths on the AVX2 path (multiples of 8, with and without a 16-lane tail) and off it.
+        for (width, heads, count) in [(64, 3, 37), (24, 2, 5), (8, 1, 1), (6, 2, 9)] {
+            let stride = width * heads;
+            let keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let values: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let q: Vec<f32> = (0..width).map(|_| next()).collect();
+            let layout = HeadLayout { offset: width * (heads - 1), stride };
+            let mut out = vec![0.0; width];
+            let mut scores = Vec::new();
+            attend_head(&q, &keys, &values, layout, count, 0.3, &mut scores, &mut out);
+            let expected = reference(&q, &keys, &values, layout, count, 0.3);
+            for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
+                assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, lane {i}: {o} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the cache")]
+    fn a_position_outside_the_cache_is_a_panic_not_a_wild_read() {
+        let data = vec![0.0f32; 64];
+        let mut out = vec![0.0; 8];
+        attend_head(&[0.0; 8], &data, &data, HeadLayout { offset: 0, stride: 16 }, 5, 1.0, &mut Vec::new(), &mut out);
+    }
+}
