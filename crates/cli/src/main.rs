@@ -37,8 +37,9 @@ pub(crate) struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// The demo: the committed small models with every drafting method, compared in one table
-    /// (acceptance, tokens per step, speed, and whether greedy output is unchanged).
+    /// The demo: SmolLM2-135M-Instruct (fetched once; the committed tiny models as fallback)
+    /// with every drafting method, compared in one table (acceptance, drafter cost, speed, and
+    /// whether greedy output is unchanged).
     Demo(commands::demo::Args),
     /// Expected tokens per step, walltime improvement and the best γ for an acceptance rate.
     Theory(commands::theory::Args),

@@ -360,7 +360,22 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     let tiny = matches!(source, TargetSource::Tiny);
     let options = LoadOptions::default().with_threads(args.threads);
     let mut assets = assets::load(&dir, &cache, &source, args.device, &options, progress)?;
-    let methods = select_methods(args.methods.as_deref(), assets.same.is_some())?;
+    let mut methods = select_methods(args.methods.as_deref(), assets.same.is_some())?;
+    let mut skipped = Vec::new();
+    if assets.same.is_none() && args.methods.is_none() {
+        skipped.push(
+            "model, same tokenizer: no small drafter with SmolLM2's tokenizer ships yet; the self-speculative \
+             row is the same-tokenizer model drafter (run --model tiny for the tiny pair)"
+                .to_string(),
+        );
+    }
+    if let Err(err) = assets.target.first_layers(1) {
+        // The burn engine (wgpu, cuda) cannot share a prefix of its layers.
+        if methods.iter().any(|m| m.kind == Kind::FirstLayers) {
+            skipped.push(format!("self-speculative: {err}"));
+            methods.retain(|m| m.kind != Kind::FirstLayers);
+        }
+    }
     if args.temperature > 0.0 {
         // Sampling makes SLRS score every live branch of the drafter's byte tree (one tree pass
         // per level, but every node is a drafter position): cap it so the row finishes in
@@ -456,15 +471,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     let rows = rows(&results, &setup, &prompts, &groups, &verify_cost, args.temperature == 0.0);
     let assets = &mut setup.assets;
     let sample = assets.target_tokenizer.decode(&results[0].1.outputs[0])?;
-    let skipped = METHODS
-        .iter()
-        .filter(|m| m.kind == Kind::Same && assets.same.is_none())
-        .map(|_| {
-            "model, same tokenizer: no small drafter with SmolLM2's tokenizer ships yet; the self-speculative \
-             row is the same-tokenizer model drafter (run --model tiny for the tiny pair)"
-                .to_string()
-        })
-        .collect();
     let report = Report {
         target: assets.target_name.clone(),
         fallback,
@@ -606,8 +612,7 @@ impl Outcome {
     fn total(&self, keep: &dyn Fn(usize) -> bool) -> (Stats, Duration) {
         let mut stats = Stats::default();
         let mut time = Duration::ZERO;
-        for (i, (s, t)) in self.per_prompt.iter().enumerate().filter(|(i, _)| keep(*i)) {
-            let _ = i;
+        for (_, (s, t)) in self.per_prompt.iter().enumerate().filter(|(i, _)| keep(*i)) {
             stats.merge(s);
             time += *t;
         }
