@@ -6,8 +6,16 @@
 //! weighted sum of values), with AVX2/FMA where the CPU has them and a portable loop
 //! otherwise; both give the softmax of `q·k/√d` up to float rounding.
 
+use std::cell::RefCell;
+
 #[cfg(target_arch = "x86_64")]
 use crate::sys::avx2;
+
+thread_local! {
+    /// The score buffer of [`attend_head`], one per thread, kept between calls: a decoding step
+    /// makes one call per layer, query row and head, too many to allocate for each.
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Where one head's vectors sit in a cache: position `j`'s vector is
 /// `data[offset + j·stride ..][..width]`, `width` being the query's length.
@@ -19,13 +27,11 @@ pub struct HeadLayout {
     pub stride: usize,
 }
 
-/// Writes `Σ_j softmax(scale · q·k_j)_j v_j` over `count` positions into `out`, `scores` being
-/// scratch space reused across calls.
+/// Writes `Σ_j softmax(scale · q·k_j)_j v_j` over `count` positions into `out`.
 ///
 /// # Panics
 /// When `out` and `query` differ in length, or a key or value of the `count` positions lies
 /// outside `keys` or `values` (the caller's shapes are wrong, not the user's input).
-#[allow(clippy::too_many_arguments)] // A kernel entry point: every argument is a plain slice or size.
 pub fn attend_head(
     query: &[f32],
     keys: &[f32],
@@ -33,7 +39,6 @@ pub fn attend_head(
     layout: HeadLayout,
     count: usize,
     scale: f32,
-    scores: &mut Vec<f32>,
     out: &mut [f32],
 ) {
     let width = query.len();
@@ -44,6 +49,22 @@ pub fn attend_head(
     }
     let last = layout.offset + (count - 1) * layout.stride + width;
     assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
+    SCORES.with_borrow_mut(|scores| attend_into(query, keys, values, layout, count, scale, scores, out));
+}
+
+/// [`attend_head`] with its score buffer, after the checks.
+#[allow(clippy::too_many_arguments)] // The entry point's arguments and its scratch buffer.
+fn attend_into(
+    query: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    layout: HeadLayout,
+    count: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let width = query.len();
     scores.clear();
     scores.resize(count, 0.0);
     #[cfg(target_arch = "x86_64")]
@@ -117,8 +138,7 @@ mod tests {
             let q: Vec<f32> = (0..width).map(|_| next()).collect();
             let layout = HeadLayout { offset: width * (heads - 1), stride };
             let mut out = vec![0.0; width];
-            let mut scores = Vec::new();
-            attend_head(&q, &keys, &values, layout, count, 0.3, &mut scores, &mut out);
+            attend_head(&q, &keys, &values, layout, count, 0.3, &mut out);
             let expected = reference(&q, &keys, &values, layout, count, 0.3);
             for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
                 assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, lane {i}: {o} vs {e}");
@@ -131,6 +151,6 @@ mod tests {
     fn a_position_outside_the_cache_is_a_panic_not_a_wild_read() {
         let data = vec![0.0f32; 64];
         let mut out = vec![0.0; 8];
-        attend_head(&[0.0; 8], &data, &data, HeadLayout { offset: 0, stride: 16 }, 5, 1.0, &mut Vec::new(), &mut out);
+        attend_head(&[0.0; 8], &data, &data, HeadLayout { offset: 0, stride: 16 }, 5, 1.0, &mut out);
     }
 }

@@ -1,7 +1,6 @@
 //! [`Matrix`]: a weight matrix repacked once for the kernels, and its products.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use half::{bf16, f16};
 
@@ -388,19 +387,10 @@ impl Matrix {
                 parts[c].push(part);
             }
         }
-        let parts: Vec<Mutex<Vec<&mut [f32]>>> = parts.into_iter().map(Mutex::new).collect();
-        let next = AtomicUsize::new(0);
-        threads.broadcast(&|| {
-            loop {
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= chunks {
-                    break;
-                }
-                let mut outs = parts[c].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let start = c * chunk;
-                let end = (start + chunk).min(n);
-                self.compute(&prepared, x, m, start..end, select, &mut outs);
-            }
+        threads.for_each_chunk_mut(&mut parts, 1, &|c, part| {
+            let start = c * chunk;
+            let end = (start + chunk).min(n);
+            self.compute(&prepared, x, m, start..end, select, &mut part[0]);
         });
     }
 

@@ -120,8 +120,7 @@ impl NativeCache {
             let first = (query_position + 1).saturating_sub(window);
             let kv_head = head / group;
             let layout = HeadLayout { offset: first * self.kv_width + kv_head * head_dim, stride: self.kv_width };
-            let mut scores = Vec::new();
-            attend_head(q, &kv.keys, &kv.values, layout, query_position + 1 - first, scale, &mut scores, o);
+            attend_head(q, &kv.keys, &kv.values, layout, query_position + 1 - first, scale, o);
         };
         // Spread over the threads when the work outweighs handing it out (~a few µs).
         let work = rows * c.num_heads * (start + rows).min(window) * head_dim;
