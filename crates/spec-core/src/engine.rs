@@ -196,9 +196,6 @@ pub struct Stats {
     pub rejected: u64,
     /// Tokens emitted (accepted + one per step, less anything cut by a stop condition).
     pub generated: u64,
-    /// Sum over steps of the γ asked of the drafter (0 for a plain step).
-    #[serde(default)]
-    pub asked: u64,
     /// Wall time spent in the drafter.
     pub draft_time: Duration,
     /// Wall time spent scoring and verifying.
@@ -223,12 +220,6 @@ impl Stats {
         ratio(self.accepted, self.steps)
     }
 
-    /// Mean γ asked per step (equal to the configured γ under [`GammaPolicy::Fixed`], away from
-    /// the end of the budget).
-    pub fn mean_gamma(&self) -> f64 {
-        ratio(self.asked, self.steps)
-    }
-
     /// Tokens emitted per verification step: the speed-up over autoregressive decoding when
     /// drafting is free.
     pub fn tokens_per_step(&self) -> f64 {
@@ -242,7 +233,6 @@ impl Stats {
         self.accepted += other.accepted;
         self.rejected += other.rejected;
         self.generated += other.generated;
-        self.asked += other.asked;
         self.draft_time += other.draft_time;
         self.verify_time += other.verify_time;
     }
@@ -358,7 +348,6 @@ pub fn generate_tuned(
         }
 
         stats.steps += 1;
-        stats.asked += gamma as u64;
         stats.drafted += draft.len() as u64
             + u64::from(matches!(draft.origin, DraftOrigin::Sampled { outside_target: Some(_), .. }));
         stats.accepted += verdict.accepted as u64;

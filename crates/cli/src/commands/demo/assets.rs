@@ -10,6 +10,8 @@ use anyhow::{Context, bail};
 use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affinity};
 use anyspec_core::{Progress, ProgressUnit};
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
+use anyspec_drafters::Algo;
+use anyspec_drafters::hetero::auto::{PairFacts, choose};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
@@ -48,6 +50,8 @@ pub(super) struct Assets {
     pub(super) token_drafter: HeteroDrafter,
     /// The byte-level drafter SLRS uses.
     pub(super) byte_drafter: HeteroDrafter,
+    /// What `--algo auto` picks for `token_drafter` at greedy decoding.
+    pub(super) auto_algo: Algo,
     pub(super) dictionary: Arc<Dictionary>,
     /// The RDK affinity matrix over the target's vocabulary.
     pub(super) affinity: Arc<Affinity>,
@@ -166,8 +170,9 @@ pub(super) fn load(
     };
 
     let mut artifacts = Vec::new();
-    let dictionary = Arc::new(dictionary(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
-    let affinity = Arc::new(affinity(dir, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let corpus = Corpus::read(dir)?;
+    let dictionary = Arc::new(dictionary(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let affinity = Arc::new(affinity(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
     let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
         let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;
         let vocabulary = Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)?;
@@ -195,6 +200,7 @@ pub(super) fn load(
     };
     let (checkpoint, model) = take("drafter-byte")?;
     let byte_drafter = hetero("drafter-byte", checkpoint, model)?;
+    let auto_algo = auto_algo(&token_drafter, &target_vocabulary)?;
     Ok(Assets {
         target_name,
         target_checkpoint,
@@ -206,6 +212,7 @@ pub(super) fn load(
         same,
         token_drafter,
         byte_drafter,
+        auto_algo,
         dictionary,
         affinity,
         slrs_budget: DEFAULT_SLRS_BUDGET,
@@ -213,19 +220,53 @@ pub(super) fn load(
     })
 }
 
-/// The RDK affinity matrix of the target's tokenizer, counted over `corpus.txt.gz` on first use
-/// and cached under a key of the corpus bytes, the tokenizer fingerprint and the parameters.
+/// `assets/demo/corpus.txt.gz`, read once: both artifacts built from it are cached under a key
+/// of its bytes.
+struct Corpus {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl Corpus {
+    fn read(dir: &Path) -> anyhow::Result<Self> {
+        let path = dir.join("corpus.txt.gz");
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(Corpus { path, bytes })
+    }
+
+    /// The cache key of an artifact built from this corpus for `vocabulary` with `params`.
+    fn key(&self, vocabulary: &Vocabulary, params: &dyn std::fmt::Debug) -> u64 {
+        fnv1a(&[&self.bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()])
+    }
+}
+
+/// The algorithm `--algo auto` picks for the token-level drafter at greedy decoding.
+fn auto_algo(d: &HeteroDrafter, target_vocabulary: &Vocabulary) -> anyhow::Result<Algo> {
+    let sample = "The quick brown fox jumps over the lazy dog, and then it runs into the forest.";
+    let ids = d.tokenizer.encode(sample)?;
+    Ok(choose(&PairFacts {
+        intersection: d.map.intersection(),
+        target_vocab: target_vocabulary.token_count(),
+        drafter_vocab: d.vocabulary.token_count(),
+        temperature: 0.0,
+        drafter_mean_token_bytes: sample.len() as f64 / ids.len().max(1) as f64,
+        has_affinity: true,
+        slrs_available: true,
+    })
+    .algo)
+}
+
+/// The RDK affinity matrix of the target's tokenizer, counted over the corpus on first use and
+/// cached under a key of the corpus bytes, the tokenizer fingerprint and the parameters.
 fn affinity(
-    dir: &Path,
+    corpus: &Corpus,
     cache: &Path,
     vocabulary: &Vocabulary,
     progress: &dyn Progress,
     artifacts: &mut Vec<Artifact>,
 ) -> anyhow::Result<Affinity> {
-    let corpus = dir.join("corpus.txt.gz");
-    let bytes = std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
     let params = AffinityParams::default();
-    let key = fnv1a(&[&bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()]);
+    let key = corpus.key(vocabulary, &params);
     let path = cache.join(format!("affinity-{key:016x}.safetensors"));
     let started = Instant::now();
     let (affinity, built) = match Affinity::load(&path, &vocabulary.fingerprint()) {
@@ -236,7 +277,7 @@ fn affinity(
                 tracing::warn!("rebuilding {}: {err}", path.display());
             }
             let counts = CooccurrenceCounts::count_files(
-                std::slice::from_ref(&corpus),
+                std::slice::from_ref(&corpus.path),
                 &CorpusOptions::default(),
                 vocabulary,
                 params.window,
@@ -244,8 +285,9 @@ fn affinity(
                 params.threads,
                 progress,
             )
-            .with_context(|| format!("counting co-occurrences in {}", corpus.display()))?;
-            let affinity = build_affinity(&counts, vocabulary.fingerprint(), &params, &corpus.display().to_string())?;
+            .with_context(|| format!("counting co-occurrences in {}", corpus.path.display()))?;
+            let affinity =
+                build_affinity(&counts, vocabulary.fingerprint(), &params, &corpus.path.display().to_string())?;
             affinity.save(&path).with_context(|| format!("writing {}", path.display()))?;
             (affinity, true)
         }
@@ -290,20 +332,18 @@ fn vocab_map(
     Ok(map)
 }
 
-/// The DictSpec dictionary for the target's tokenizer, built from `corpus.txt.gz` on first use.
-/// Its file name hashes the corpus bytes, the tokenizer fingerprint and the build parameters, so
-/// a changed input builds a new one and an unchanged one is reused.
+/// The DictSpec dictionary for the target's tokenizer, built from the corpus on first use. Its
+/// file name hashes the corpus bytes, the tokenizer fingerprint and the build parameters, so a
+/// changed input builds a new one and an unchanged one is reused.
 fn dictionary(
-    dir: &Path,
+    corpus: &Corpus,
     cache: &Path,
     vocabulary: &Vocabulary,
     progress: &dyn Progress,
     artifacts: &mut Vec<Artifact>,
 ) -> anyhow::Result<Dictionary> {
-    let corpus = dir.join("corpus.txt.gz");
-    let bytes = std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?;
     let params = BuildParams::default();
-    let key = fnv1a(&[&bytes, vocabulary.fingerprint().to_string().as_bytes(), format!("{params:?}").as_bytes()]);
+    let key = corpus.key(vocabulary, &params);
     let path = cache.join(format!("dictionary-{key:016x}.dict"));
     if path.is_file() {
         match Dictionary::open(&path, &vocabulary.fingerprint()) {
@@ -317,13 +357,13 @@ fn dictionary(
     }
     let started = Instant::now();
     let counts = NgramCounts::count_files(
-        std::slice::from_ref(&corpus),
+        std::slice::from_ref(&corpus.path),
         &CorpusOptions::default(),
         params.max_order(),
         0,
         progress,
     )
-    .with_context(|| format!("counting n-grams in {}", corpus.display()))?;
+    .with_context(|| format!("counting n-grams in {}", corpus.path.display()))?;
     let built = build_dictionary(&counts, vocabulary, &params, 0, progress)?;
     write_dictionary(&path, &built)?;
     let dictionary = Dictionary::open(&path, &vocabulary.fingerprint())?;

@@ -17,7 +17,6 @@ use anyspec_core::{
     Drafter, GammaPolicy, GammaTuner, GenerationConfig, Progress, ProgressUnit, SamplingConfig, Stats, Target as _,
     generate_tuned,
 };
-use anyspec_drafters::hetero::auto::{PairFacts, choose};
 use anyspec_drafters::slrs::SlrsConfig;
 use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
@@ -265,7 +264,7 @@ struct Row {
     /// Acceptance tests passed / taken: the estimate of the per-token α of the theory.
     alpha: Option<f64>,
     /// Drafted tokens verified per step (the γ̄ of the theory column; 0 for a plain step).
-    mean_gamma: Option<f64>,
+    drafted_per_step: Option<f64>,
     /// Drafted tokens accepted per step (null for autoregressive decoding).
     mean_accepted_length: Option<f64>,
     tokens_per_step: f64,
@@ -528,25 +527,8 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
         }
         Kind::Hetero(algo) => Some(hetero(a, &a.token_drafter, algo)?),
         Kind::Slrs => Some(hetero(a, &a.byte_drafter, Algo::Slrs)?),
-        Kind::Auto => Some(hetero(a, &a.token_drafter, auto_algo(a)?)?),
+        Kind::Auto => Some(hetero(a, &a.token_drafter, a.auto_algo)?),
     })
-}
-
-/// The algorithm `--algo auto` picks for the token-level drafter at greedy decoding.
-fn auto_algo(a: &Assets) -> anyhow::Result<Algo> {
-    let d = &a.token_drafter;
-    let sample = "The quick brown fox jumps over the lazy dog, and then it runs into the forest.";
-    let ids = d.tokenizer.encode(sample)?;
-    Ok(choose(&PairFacts {
-        intersection: d.map.intersection(),
-        target_vocab: a.target_vocabulary.token_count(),
-        drafter_vocab: d.vocabulary.token_count(),
-        temperature: 0.0,
-        drafter_mean_token_bytes: sample.len() as f64 / ids.len().max(1) as f64,
-        has_affinity: true,
-        slrs_available: true,
-    })
-    .algo)
 }
 
 /// The drafter `d` (another tokenizer than the target's) through `algo`.
@@ -584,10 +566,7 @@ fn method_name(method: &Method, setup: &Setup) -> String {
         Kind::Same => "model, same tokenizer".into(),
         Kind::Hetero(algo) => format!("{} → {}", algo_label(algo), a.token_drafter.name),
         Kind::Slrs => format!("SLRS → {}", a.byte_drafter.name),
-        Kind::Auto => match auto_algo(a) {
-            Ok(algo) => format!("auto ({}) → {}", algo_label(algo), a.token_drafter.name),
-            Err(_) => "auto".into(),
-        },
+        Kind::Auto => format!("auto ({}) → {}", algo_label(a.auto_algo), a.token_drafter.name),
     }
 }
 
@@ -737,9 +716,10 @@ fn rows(
             let speedup = speed / ar_speed.max(1e-9);
             let cost = (speculative && s.drafted > 0)
                 .then(|| s.draft_time.as_secs_f64() / s.drafted as f64 / ar_seconds_per_token.max(1e-12));
+            // γ̄: the drafted tokens verified per step.
+            let gamma = s.drafted as f64 / s.steps.max(1) as f64;
             let theory = speculative.then(|| {
                 let alpha = s.per_token_acceptance().min(1.0 - 1e-9);
-                let gamma = s.drafted as f64 / s.steps.max(1) as f64;
                 let tokens = (1.0 - alpha.powf(gamma + 1.0)) / (1.0 - alpha);
                 tokens / (gamma * cost.unwrap_or(0.0) + interpolate(verify_cost, gamma + 1.0))
             });
@@ -748,7 +728,7 @@ fn rows(
                 key: method.key,
                 acceptance_rate: speculative.then(|| s.acceptance_rate()),
                 alpha: speculative.then(|| s.per_token_acceptance()),
-                mean_gamma: speculative.then(|| s.drafted as f64 / s.steps.max(1) as f64),
+                drafted_per_step: speculative.then_some(gamma),
                 mean_accepted_length: speculative.then(|| s.mean_accepted_length()),
                 tokens_per_step: s.tokens_per_step(),
                 drafter_cost: cost,
@@ -793,7 +773,7 @@ fn render(report: &Report) -> String {
         .map(|r| {
             vec![
                 r.method.clone(),
-                r.mean_gamma.map_or_else(dash, |v| format!("{v:.2}")),
+                r.drafted_per_step.map_or_else(dash, |v| format!("{v:.2}")),
                 r.alpha.map_or_else(dash, |v| format!("{v:.3}")),
                 format!("{:.2}", r.tokens_per_step),
                 r.drafter_cost.map_or_else(dash, |v| format!("{v:.3}")),
