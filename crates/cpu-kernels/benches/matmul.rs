@@ -8,7 +8,9 @@
 //! memory, as in a decoding step of a real model; a single copy would stay in cache and
 //! measure the cache instead. Run with
 //! `cargo bench -p anyspec-cpu-kernels --bench matmul` (add a criterion filter such as
-//! `q4_1/576x1536` to run a part); `cargo test --benches` runs each case once.
+//! `q4_1/576x1536` to run a part); `cargo test --benches` runs each case once. The quantized
+//! cases run in both layouts, rows one after the other and interleaved in groups of eight
+//! (`.../interleaved`), one after the other in the same run.
 
 use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat, quantize};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -51,7 +53,21 @@ fn config() -> Criterion {
         .measurement_time(Duration::from_millis(800))
 }
 
-fn bench_shape(c: &mut Criterion, format: WeightFormat, (k, n): (usize, usize), pools: &[Threads], kernel: Kernel) {
+/// How a case stores its weights.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    Rows,
+    Interleaved,
+}
+
+fn bench_shape(
+    c: &mut Criterion,
+    format: WeightFormat,
+    (k, n): (usize, usize),
+    pools: &[Threads],
+    kernel: Kernel,
+    layout: Layout,
+) {
     let mut rng = StdRng::seed_from_u64(1);
     let first = weights(format, k, n, &mut rng);
     let copies = WORKING_SET.div_ceil(first.memory_bytes()).max(1);
@@ -59,10 +75,16 @@ fn bench_shape(c: &mut Criterion, format: WeightFormat, (k, n): (usize, usize), 
     matrices.extend((1..copies).map(|_| weights(format, k, n, &mut rng)));
     for matrix in &mut matrices {
         matrix.set_kernel(kernel).unwrap();
+        if layout == Layout::Interleaved {
+            assert!(matrix.interleave_rows(), "{format} has no interleaved layout");
+        }
     }
     let x: Vec<f32> = (0..8 * k).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let mut y = vec![0.0f32; 8 * n];
-    let suffix = if kernel == Kernel::best() { String::new() } else { format!("/{kernel:?}") };
+    let mut suffix = if kernel == Kernel::best() { String::new() } else { format!("/{kernel:?}") };
+    if layout == Layout::Interleaved {
+        suffix.push_str("/interleaved");
+    }
     let mut group = c.benchmark_group(format!("{}/{k}x{n}{suffix}", format.name()));
     group.throughput(Throughput::Bytes(matrices[0].memory_bytes() as u64));
     for pool in pools {
@@ -82,17 +104,23 @@ fn bench_shape(c: &mut Criterion, format: WeightFormat, (k, n): (usize, usize), 
 
 fn benches(c: &mut Criterion) {
     let pools = [Threads::new(1).unwrap(), Threads::new(2).unwrap()];
+    // Each quantized case in both layouts, one after the other: the ratio of the two is the
+    // interleaved layout's gain.
     for shape in LAYERS {
-        bench_shape(c, WeightFormat::Q4_1, shape, &pools, Kernel::best());
+        for layout in [Layout::Rows, Layout::Interleaved] {
+            bench_shape(c, WeightFormat::Q4_1, shape, &pools, Kernel::best(), layout);
+        }
     }
-    bench_shape(c, WeightFormat::Q8_0, HEAD, &pools, Kernel::best());
+    for layout in [Layout::Rows, Layout::Interleaved] {
+        bench_shape(c, WeightFormat::Q8_0, HEAD, &pools, Kernel::best(), layout);
+    }
     for shape in LAYERS {
-        bench_shape(c, WeightFormat::F32, shape, &pools, Kernel::best());
+        bench_shape(c, WeightFormat::F32, shape, &pools, Kernel::best(), Layout::Rows);
     }
     // The other kernels beside the default one, on one shape.
     for kernel in [Kernel::Avx2, Kernel::Scalar] {
         if kernel != Kernel::best() && kernel.is_supported() {
-            bench_shape(c, WeightFormat::Q4_1, (576, 1536), &pools, kernel);
+            bench_shape(c, WeightFormat::Q4_1, (576, 1536), &pools, kernel, Layout::Rows);
         }
     }
     // A pruned head: 8,192 rows gathered from the 49,152.

@@ -90,6 +90,32 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// The interleaved layout's products ([`crate::interleave`]): for every output `j` of
+    /// `range` (`range.start` a multiple of 8), `outs[i][j - range.start]` from the weights'
+    /// groups in `data`. Returns `false`, having written nothing, when this kernel has no
+    /// interleaved implementation for `format`; the caller then reads the rows back and uses
+    /// [`dot_rows`](Self::dot_rows).
+    pub(crate) fn dot_groups(
+        self,
+        format: WeightFormat,
+        data: &[u8],
+        range: std::ops::Range<usize>,
+        prepared: &Prepared,
+        first: usize,
+        outs: &mut [&mut [f32]],
+    ) -> bool {
+        match (self, &prepared.0) {
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx2Q8, Some(xq)) => crate::sys::avx2_q8_groups::dot_groups(format, data, range, xq, first, outs),
+            _ => {
+                let _ = (format, data, range, first, outs);
+                false
+            }
+        }
+    }
+}
+
 /// Per-product data computed before the rows are shared out.
 pub(crate) struct Prepared(
     #[cfg(target_arch = "x86_64")] Option<crate::sys::avx2_q8::QuantizedX>,

@@ -25,6 +25,8 @@ enum Data {
     /// Rows of ggml blocks read in place from `owner.as_ref()[start..start + len]` (a memory
     /// map of the model file): no copy.
     Shared { owner: Arc<dyn AsRef<[u8]> + Send + Sync>, start: usize, len: usize },
+    /// The blocks of rows in groups of eight, interleaved ([`crate::interleave`]).
+    Interleaved(Vec<u8>),
 }
 
 impl Data {
@@ -32,7 +34,7 @@ impl Data {
     #[inline]
     fn blocks(&self) -> Option<&[u8]> {
         match self {
-            Data::F32(_) => None,
+            Data::F32(_) | Data::Interleaved(_) => None,
             Data::Blocks(b) => Some(b),
             Data::Shared { owner, start, len } => Some(&(**owner).as_ref()[*start..*start + *len]),
         }
@@ -262,7 +264,41 @@ impl Matrix {
             Data::F32(v) => v.len() * 4,
             Data::Blocks(b) => b.len(),
             Data::Shared { len, .. } => *len,
+            Data::Interleaved(b) => b.len(),
         }
+    }
+
+    /// Stores the rows in groups of eight, interleaved, the layout in which the default kernel
+    /// ([`Kernel::Avx2Q8`]) scores several activation rows at a fraction of the instructions
+    /// per weight (see the crate docs). Returns whether the matrix is now interleaved: `false`,
+    /// with nothing changed, for the formats without an interleaved kernel (only `Q8_0`,
+    /// `Q4_0` and `Q4_1` have one).
+    ///
+    /// Exact: the bytes are only reordered, and every kernel computes the same products as
+    /// before ([`Kernel::Avx2Q8`] rounds its sums in another order, so its results differ from
+    /// the row layout's in the last bits, like any two summation orders). The weights become
+    /// an owned copy (a [`from_shared_bytes`](Self::from_shared_bytes) matrix stops reading
+    /// the shared owner), plus up to seven all-zero padding rows. Products over a subset of
+    /// rows ([`matmul_rows`](Self::matmul_rows)) compute every row of each group they touch:
+    /// up to eight times the work of the row layout for a scattered selection, so interleave
+    /// the matrices that are always multiplied whole (a model's layers), not a shortlisted LM
+    /// head.
+    pub fn interleave_rows(&mut self) -> bool {
+        if matches!(self.data, Data::Interleaved(_)) {
+            return true;
+        }
+        if !crate::interleave::supports(self.format) {
+            return false;
+        }
+        let Some(rows) = self.data.blocks() else { return false };
+        let blocks = self.cols / self.format.block_len();
+        self.data = Data::Interleaved(crate::interleave::interleave(self.format, self.rows, blocks, rows));
+        true
+    }
+
+    /// Whether the rows are stored interleaved ([`interleave_rows`](Self::interleave_rows)).
+    pub fn is_interleaved(&self) -> bool {
+        matches!(self.data, Data::Interleaved(_))
     }
 
     /// The kernel the products use (by default [`Kernel::best`]).
@@ -281,8 +317,14 @@ impl Matrix {
     fn stored_format(&self) -> WeightFormat {
         match self.data {
             Data::F32(_) => WeightFormat::F32,
-            Data::Blocks(_) | Data::Shared { .. } => self.format,
+            Data::Blocks(_) | Data::Shared { .. } | Data::Interleaved(_) => self.format,
         }
+    }
+
+    /// Row `row` of an interleaved matrix, as the file stored it, into `out` (`row_bytes`).
+    fn interleaved_row(&self, groups: &[u8], row: usize, out: &mut [u8]) {
+        let blocks = self.cols / self.format.block_len();
+        crate::interleave::row_blocks(self.format, blocks, groups, row, out);
     }
 
     pub(crate) fn row_ref(&self, row: usize) -> RowRef<'_> {
@@ -301,6 +343,12 @@ impl Matrix {
         if out.len() != self.cols {
             return Err(Error::Length { what: "row output", expected: self.cols, got: out.len() });
         }
+        if let Data::Interleaved(groups) = &self.data {
+            let mut blocks = vec![0u8; self.row_bytes];
+            self.interleaved_row(groups, row, &mut blocks);
+            dequantize_unchecked(self.format, &blocks, out);
+            return Ok(());
+        }
         match self.row_ref(row) {
             RowRef::F32(w) => out.copy_from_slice(w),
             RowRef::Blocks(b) => dequantize_unchecked(self.format, b, out),
@@ -312,6 +360,15 @@ impl Matrix {
     pub fn to_f32(&self) -> Vec<f32> {
         match (&self.data, self.data.blocks()) {
             (Data::F32(v), _) => v.clone(),
+            (Data::Interleaved(groups), _) => {
+                let mut out = vec![0.0; self.rows * self.cols];
+                let mut blocks = vec![0u8; self.row_bytes];
+                for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
+                    self.interleaved_row(groups, row, &mut blocks);
+                    dequantize_unchecked(self.format, &blocks, values);
+                }
+                out
+            }
             (_, b) => {
                 let mut out = vec![0.0; self.rows * self.cols];
                 dequantize_unchecked(self.format, b.unwrap_or(&[]), &mut out);
@@ -404,6 +461,10 @@ impl Matrix {
         select: Option<&[u32]>,
         outs: &mut [&mut [f32]],
     ) {
+        if let Data::Interleaved(groups) = &self.data {
+            self.compute_interleaved(groups, prepared, x, m, range, select, outs);
+            return;
+        }
         let data = match (&self.data, self.data.blocks()) {
             (Data::F32(v), _) => RowData::F32(v, self.cols),
             (_, b) => RowData::Blocks(b.unwrap_or(&[]), self.row_bytes),
@@ -420,6 +481,95 @@ impl Matrix {
                 g,
                 self.cols,
                 &mut outs[g..g + group],
+            );
+        }
+    }
+
+    /// [`compute`](Self::compute) on the interleaved layout. Whole products go group by group
+    /// through the kernel's interleaved implementation; gathered products, and kernels without
+    /// one, compute each group they touch in full (its rows read back into the file's layout
+    /// for the row kernels) and keep the outputs they need, so that every output is computed
+    /// the same way whether gathered or not.
+    #[allow(clippy::too_many_arguments)]
+    fn compute_interleaved(
+        &self,
+        groups: &[u8],
+        prepared: &crate::kernel::Prepared,
+        x: &[f32],
+        m: usize,
+        range: std::ops::Range<usize>,
+        select: Option<&[u32]>,
+        outs: &mut [&mut [f32]],
+    ) {
+        use crate::interleave::GROUP;
+        let format = self.format;
+        if select.is_none() && range.start.is_multiple_of(GROUP) {
+            let mut done = true;
+            for g in (0..m).step_by(MAX_M) {
+                let group = (m - g).min(MAX_M);
+                done &= self.kernel.dot_groups(format, groups, range.clone(), prepared, g, &mut outs[g..g + group]);
+            }
+            if done {
+                return;
+            }
+        }
+        // The outputs of one group of rows for all m activation rows: [m][GROUP].
+        let mut lanes = vec![0.0f32; m * GROUP];
+        let mut rows = vec![0u8; GROUP * self.row_bytes];
+        let mut current = usize::MAX;
+        for j in range.clone() {
+            let row = select.map_or(j, |s| s[j] as usize);
+            let (g, lane) = (row / GROUP, row % GROUP);
+            if g != current {
+                current = g;
+                self.group_outputs(groups, prepared, x, m, g, &mut rows, &mut lanes);
+            }
+            for (i, out) in outs.iter_mut().enumerate() {
+                out[j - range.start] = lanes[i * GROUP + lane];
+            }
+        }
+    }
+
+    /// The outputs of rows `8g..8g+8` (those that exist) for all `m` activation rows, into
+    /// `lanes[i * 8 + r]`; `rows` is scratch for eight rows of blocks.
+    #[allow(clippy::too_many_arguments)]
+    fn group_outputs(
+        &self,
+        groups: &[u8],
+        prepared: &crate::kernel::Prepared,
+        x: &[f32],
+        m: usize,
+        g: usize,
+        rows: &mut [u8],
+        lanes: &mut [f32],
+    ) {
+        use crate::interleave::GROUP;
+        let format = self.format;
+        let range = g * GROUP..((g + 1) * GROUP).min(self.rows);
+        let n = range.len();
+        let mut outs: Vec<&mut [f32]> = lanes.chunks_exact_mut(GROUP).map(|l| &mut l[..n]).collect();
+        let mut done = true;
+        for a in (0..m).step_by(MAX_M) {
+            let group = (m - a).min(MAX_M);
+            done &= self.kernel.dot_groups(format, groups, range.clone(), prepared, a, &mut outs[a..a + group]);
+        }
+        if done {
+            return;
+        }
+        for (r, row) in rows.chunks_exact_mut(self.row_bytes).take(n).enumerate() {
+            self.interleaved_row(groups, range.start + r, row);
+        }
+        let rows = Rows { data: RowData::Blocks(rows, self.row_bytes), select: None, start: 0, end: n };
+        for a in (0..m).step_by(MAX_M) {
+            let group = (m - a).min(MAX_M);
+            self.kernel.dot_rows(
+                format,
+                rows,
+                prepared,
+                &x[a * self.cols..(a + group) * self.cols],
+                a,
+                self.cols,
+                &mut outs[a..a + group],
             );
         }
     }

@@ -17,13 +17,13 @@ use crate::matrix::{RowRef, Rows};
 /// The activation rows of one product, quantized per 32-block.
 pub(crate) struct QuantizedX {
     /// `[m, cols]` quantized values.
-    qs: Vec<i8>,
+    pub(super) qs: Vec<i8>,
     /// `[m, blocks]` block scales (rounded to f16 and back, as llama.cpp stores them).
-    d: Vec<f32>,
+    pub(super) d: Vec<f32>,
     /// `[m, blocks]`: the block's scale times the sum of its quantized values (for the
     /// `Q4_0`/`Q4_1` offset term).
-    s: Vec<f32>,
-    cols: usize,
+    pub(super) s: Vec<f32>,
+    pub(super) cols: usize,
 }
 
 /// Whether this module handles `format`.

@@ -8,4 +8,6 @@
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2_q8;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2_q8_groups;
 pub(crate) mod pool;

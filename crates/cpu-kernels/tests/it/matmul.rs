@@ -80,29 +80,53 @@ fn assert_close(got: &[f32], want: &[f64], bounds: &[Bounds], kernel: Kernel, wh
     }
 }
 
+/// The matrix of `bytes` in each layout it has: rows one after the other, and (for the formats
+/// that have one) interleaved in groups of eight, checked to hold the same weights.
+pub(crate) fn layouts(format: WeightFormat, rows: usize, cols: usize, bytes: &[u8]) -> Vec<(&'static str, Matrix)> {
+    let plain = Matrix::from_bytes(format, rows, cols, bytes).unwrap();
+    let mut interleaved = Matrix::from_bytes(format, rows, cols, bytes).unwrap();
+    let mut all = Vec::new();
+    if interleaved.interleave_rows() {
+        assert!(interleaved.is_interleaved());
+        assert_eq!(interleaved.to_f32(), plain.to_f32(), "{format}: interleaving changed the weights");
+        for row in [0, rows - 1] {
+            let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
+            plain.row_f32(row, &mut a).unwrap();
+            interleaved.row_f32(row, &mut b).unwrap();
+            assert_eq!(a, b, "{format}: row {row} read back from the interleaved layout");
+        }
+        all.push(("interleaved", interleaved));
+    } else {
+        assert!(!interleaved.is_interleaved());
+    }
+    all.insert(0, ("rows", plain));
+    all
+}
+
 fn check(format: WeightFormat, rows: usize, blocks: usize, m: usize, threads: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let cols = blocks * format.block_len().max(8);
     let bytes = random_weights(format, rows, cols, &mut rng);
     let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-2.0f32..2.0)).collect();
     let pool = Threads::new(threads).unwrap();
-    let mut matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
-    let w = matrix.to_f32();
+    let w = Matrix::from_bytes(format, rows, cols, &bytes).unwrap().to_f32();
     let all: Vec<usize> = (0..rows).collect();
     let (want, mag) = reference(&w, cols, &x, &all);
     let select: Vec<u32> = (0..rows + 3).map(|_| rng.random_range(0..rows as u32)).collect();
     let sel: Vec<usize> = select.iter().map(|&r| r as usize).collect();
     let (want_sel, mag_sel) = reference(&w, cols, &x, &sel);
-    for kernel in kernels() {
-        matrix.set_kernel(kernel).unwrap();
-        let what = format!("{format} {rows}x{cols} m={m} threads={threads} {kernel:?}");
-        let mut y = vec![f32::NAN; m * rows + 1];
-        matrix.matmul(&x, &mut y, &pool).unwrap();
-        assert_close(&y[..m * rows], &want, &mag, kernel, &what);
-        assert!(y[m * rows].is_nan(), "{what}: wrote past M·rows");
-        let mut y = vec![f32::NAN; m * sel.len()];
-        matrix.matmul_rows(&x, &select, &mut y, &pool).unwrap();
-        assert_close(&y, &want_sel, &mag_sel, kernel, &format!("{what} rows"));
+    for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+        for kernel in kernels() {
+            matrix.set_kernel(kernel).unwrap();
+            let what = format!("{format} {rows}x{cols} m={m} threads={threads} {kernel:?} {layout}");
+            let mut y = vec![f32::NAN; m * rows + 1];
+            matrix.matmul(&x, &mut y, &pool).unwrap();
+            assert_close(&y[..m * rows], &want, &mag, kernel, &what);
+            assert!(y[m * rows].is_nan(), "{what}: wrote past M·rows");
+            let mut y = vec![f32::NAN; m * sel.len()];
+            matrix.matmul_rows(&x, &select, &mut y, &pool).unwrap();
+            assert_close(&y, &want_sel, &mag_sel, kernel, &format!("{what} rows"));
+        }
     }
 }
 
@@ -211,32 +235,66 @@ fn results_do_not_depend_on_batch_threads_or_gathering() {
     for format in WeightFormat::ALL {
         let (rows, cols) = (203, format.block_len().max(32) * 3 + if format.block_len() == 1 { 5 } else { 0 });
         let bytes = random_weights(format, rows, cols, &mut rng);
-        let mut matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
         let x: Vec<f32> = (0..9 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         let select: Vec<u32> = (0..rows as u32).rev().collect();
-        for kernel in kernels() {
-            matrix.set_kernel(kernel).unwrap();
-            let mut alone = vec![0.0; 9 * rows];
-            for i in 0..9 {
-                matrix.matmul(&x[i * cols..(i + 1) * cols], &mut alone[i * rows..(i + 1) * rows], &single).unwrap();
-            }
-            for (m, threads) in [(2, &single), (5, &three), (8, &single), (9, &three)] {
-                let mut y = vec![0.0; m * rows];
-                matrix.matmul(&x[..m * cols], &mut y, threads).unwrap();
-                assert!(y == alone[..m * rows], "{format} {kernel:?} m={m}");
-                let mut g = vec![0.0; m * rows];
-                matrix.matmul_rows(&x[..m * cols], &select, &mut g, threads).unwrap();
-                for i in 0..m {
-                    for (j, &r) in select.iter().enumerate() {
-                        assert!(
-                            g[i * rows + j].to_bits() == y[i * rows + r as usize].to_bits(),
-                            "{format} {kernel:?} m={m} gathered row {r}"
-                        );
+        for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+            for kernel in kernels() {
+                matrix.set_kernel(kernel).unwrap();
+                let mut alone = vec![0.0; 9 * rows];
+                for i in 0..9 {
+                    matrix.matmul(&x[i * cols..(i + 1) * cols], &mut alone[i * rows..(i + 1) * rows], &single).unwrap();
+                }
+                for (m, threads) in [(2, &single), (5, &three), (8, &single), (9, &three)] {
+                    let mut y = vec![0.0; m * rows];
+                    matrix.matmul(&x[..m * cols], &mut y, threads).unwrap();
+                    assert!(y == alone[..m * rows], "{format} {kernel:?} {layout} m={m}");
+                    let mut g = vec![0.0; m * rows];
+                    matrix.matmul_rows(&x[..m * cols], &select, &mut g, threads).unwrap();
+                    for i in 0..m {
+                        for (j, &r) in select.iter().enumerate() {
+                            assert!(
+                                g[i * rows + j].to_bits() == y[i * rows + r as usize].to_bits(),
+                                "{format} {kernel:?} {layout} m={m} gathered row {r}"
+                            );
+                        }
                     }
                 }
             }
         }
     }
+}
+
+#[test]
+fn interleaved_rows_give_the_row_layouts_products() {
+    // The exact-weight kernels read the interleaved rows back: bit for bit the same outputs.
+    // The 8-bit kernel sums in another order: equal within its rounding.
+    let mut rng = StdRng::seed_from_u64(17);
+    let threads = Threads::new(2).unwrap();
+    for format in [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1] {
+        let (rows, cols) = (45, 96);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..7 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let [(_, mut plain), (_, mut interleaved)] = <[_; 2]>::try_from(layouts(format, rows, cols, &bytes)).unwrap();
+        assert!(interleaved.memory_bytes() >= plain.memory_bytes());
+        for kernel in kernels() {
+            plain.set_kernel(kernel).unwrap();
+            interleaved.set_kernel(kernel).unwrap();
+            let (mut a, mut b) = (vec![0.0; 7 * rows], vec![0.0; 7 * rows]);
+            plain.matmul(&x, &mut a, &threads).unwrap();
+            interleaved.matmul(&x, &mut b, &threads).unwrap();
+            for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                if kernel == Kernel::Avx2Q8 {
+                    assert!((p - q).abs() <= 1e-4 * (1.0 + p.abs()), "{format} {kernel:?} y[{i}]: {p} vs {q}");
+                } else {
+                    assert_eq!(p.to_bits(), q.to_bits(), "{format} {kernel:?} y[{i}]: {p} vs {q}");
+                }
+            }
+        }
+    }
+    // Formats without an interleaved kernel keep their layout.
+    let bytes = random_weights(WeightFormat::Q6_K, 8, 256, &mut rng);
+    let mut k_quant = Matrix::from_bytes(WeightFormat::Q6_K, 8, 256, &bytes).unwrap();
+    assert!(!k_quant.interleave_rows() && !k_quant.is_interleaved());
 }
 
 #[test]
