@@ -73,12 +73,20 @@ pub(crate) fn interleave(format: WeightFormat, rows: usize, blocks: usize, data:
     let row_bytes = blocks * bb;
     let groups = rows.div_ceil(GROUP);
     let mut out = vec![0u8; groups * group_bytes(format, blocks)];
+    let header = header_bytes(format);
     for (r, row) in data.chunks_exact(row_bytes).take(rows).enumerate() {
         let (g, lane) = (r / GROUP, r % GROUP);
         for (b, block) in row.chunks_exact(bb).enumerate() {
             let base = (g * blocks + b) * GROUP * bb;
-            for (k, &byte) in block.iter().enumerate() {
-                out[base + position(format, lane, k)] = byte;
+            // Two bytes per header field and four per payload chunk, as `position` places them
+            // (the byte-by-byte loop took half a second for SmolLM2's 96 MB).
+            for k in (0..header).step_by(2) {
+                let at = base + position(format, lane, k);
+                out[at..at + 2].copy_from_slice(&block[k..k + 2]);
+            }
+            for k in (header..bb).step_by(4) {
+                let at = base + position(format, lane, k);
+                out[at..at + 4].copy_from_slice(&block[k..k + 4]);
             }
         }
     }

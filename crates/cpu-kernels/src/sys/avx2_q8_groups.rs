@@ -98,6 +98,11 @@ unsafe fn dispatch_m<const F: u8>(
     }
 }
 
+/// The weights of a block are unpacked once and applied to all `M` activation rows, whose
+/// accumulators live in memory for `M` > 3 or so. Measured against passes of 2, 3 or 4 rows
+/// with their accumulators in registers (each pass unpacking the weights again): as fast at
+/// M ≤ 2, 15–25% faster at M ≥ 4 (576×1536 `Q4_1`, `cargo bench --bench matmul`).
+///
 /// # Safety
 /// AVX2/FMA/F16C available; the lengths checked in [`dot_groups`], and `outs.len() == M`.
 #[allow(clippy::needless_range_loop)] // `i` indexes the accumulators and the activation rows
@@ -190,9 +195,13 @@ unsafe fn groups_of<const M: usize, const F: u8>(
             let j = g * GROUP - range.start;
             let n = (range.end - g * GROUP).min(GROUP);
             for i in 0..M {
-                let mut lanes = [0.0f32; GROUP];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-                outs[i].get_unchecked_mut(j..j + n).copy_from_slice(&lanes[..n]);
+                if n == GROUP {
+                    _mm256_storeu_ps(outs[i].as_mut_ptr().add(j), acc[i]);
+                } else {
+                    let mut lanes = [0.0f32; GROUP];
+                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+                    outs[i].get_unchecked_mut(j..j + n).copy_from_slice(&lanes[..n]);
+                }
             }
         }
     }
