@@ -80,12 +80,7 @@ fn attend_into(
             *score = query.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
         }
     }
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut total = 0.0f32;
-    for score in scores.iter_mut() {
-        *score = (*score - max).exp();
-        total += *score;
-    }
+    let total = softmax_numerators(scores);
     if fast {
         #[cfg(target_arch = "x86_64")]
         avx2::attention_sum(scores, values, layout.offset, layout.stride, out);
@@ -98,10 +93,81 @@ fn attend_into(
             }
         }
     }
+    normalize(out, total);
+}
+
+/// `exp(s - max s)` in place; returns their sum (the softmax's denominator).
+fn softmax_numerators(scores: &mut [f32]) -> f32 {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0.0f32;
+    for score in scores.iter_mut() {
+        *score = (*score - max).exp();
+        total += *score;
+    }
+    total
+}
+
+fn normalize(out: &mut [f32], total: f32) {
     let inv = 1.0 / total;
     for o in out.iter_mut() {
         *o *= inv;
     }
+}
+
+/// [`attend_head`] for several queries over the same head of a cache (the query heads that
+/// share a key-value head, at the positions of a draft): query `i` is
+/// `queries[i·width..(i+1)·width]` and attends over the first `counts[i]` positions of
+/// `layout` (`width = queries.len() / counts.len()`), into `out[i·width..(i+1)·width]`.
+///
+/// Each key and value is read from memory once for all the queries instead of once per
+/// query: at long contexts the cache, not the arithmetic, is what a query costs. Every output
+/// equals [`attend_head`]'s for its query alone, bit for bit (the same operations in the same
+/// order), so scoring a draft gives the same attention as decoding its tokens one by one.
+///
+/// # Panics
+/// When `queries` is not `counts.len()` queries of equal width, `out` differs from `queries`
+/// in length, or a position lies outside `keys` or `values` (the caller's shapes are wrong).
+pub fn attend_queries(
+    queries: &[f32],
+    counts: &[usize],
+    keys: &[f32],
+    values: &[f32],
+    layout: HeadLayout,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let n = counts.len();
+    assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
+    let width = queries.len() / n;
+    assert_eq!(out.len(), queries.len(), "attention: output and queries differ in length");
+    let most = counts.iter().copied().max().unwrap_or(0);
+    if most > 0 {
+        let last = layout.offset + (most - 1) * layout.stride + width;
+        assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
+    }
+    #[cfg(target_arch = "x86_64")]
+    let fast = width.is_multiple_of(8) && avx2::attention_supported() && counts.iter().all(|&c| c > 0);
+    #[cfg(not(target_arch = "x86_64"))]
+    let fast = false;
+    if !fast {
+        for ((q, o), &count) in queries.chunks_exact(width).zip(out.chunks_exact_mut(width)).zip(counts) {
+            attend_head(q, keys, values, layout, count, scale, o);
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    SCORES.with_borrow_mut(|scores| {
+        scores.clear();
+        scores.resize(n * most, 0.0);
+        let (offset, stride) = (layout.offset, layout.stride);
+        avx2::attention_scores_multi(queries, width, counts, keys, offset, stride, scale, scores, most);
+        let totals: Vec<f32> =
+            scores.chunks_exact_mut(most).zip(counts).map(|(row, &c)| softmax_numerators(&mut row[..c])).collect();
+        avx2::attention_sum_multi(scores, most, counts, values, offset, stride, width, out);
+        for (o, &total) in out.chunks_exact_mut(width).zip(&totals) {
+            normalize(o, total);
+        }
+    });
 }
 
 #[cfg(test)]
@@ -142,6 +208,45 @@ mod tests {
             let expected = reference(&q, &keys, &values, layout, count, 0.3);
             for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
                 assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, lane {i}: {o} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn queries_together_equal_each_query_alone_bit_for_bit() {
+        let mut seed = 777u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
+        };
+        // A causal draft: three query heads per key-value head, at four positions (counts
+        // growing by one per position), odd and even numbers of queries, and a width off the
+        // AVX2 path.
+        for (width, n, counts) in [
+            (64, 12, (0..12).map(|i| 40 + i / 3).collect::<Vec<_>>()),
+            (64, 3, vec![5, 5, 5]),
+            (24, 5, vec![1, 2, 3, 9, 9]),
+            (6, 2, vec![4, 7]),
+        ] {
+            let stride = width * 2;
+            let count = counts.iter().copied().max().unwrap();
+            let keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let values: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let queries: Vec<f32> = (0..n * width).map(|_| next()).collect();
+            let layout = HeadLayout { offset: width, stride };
+            let mut together = vec![0.0; n * width];
+            attend_queries(&queries, &counts, &keys, &values, layout, 0.125, &mut together);
+            for i in 0..n {
+                let mut alone = vec![0.0; width];
+                let q = &queries[i * width..(i + 1) * width];
+                attend_head(q, &keys, &values, layout, counts[i], 0.125, &mut alone);
+                let got = &together[i * width..(i + 1) * width];
+                assert!(
+                    got.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "width {width}, query {i}: {got:?} vs {alone:?}"
+                );
+                let expected = reference(q, &keys, &values, layout, counts[i], 0.125);
+                assert!(got.iter().zip(&expected).all(|(&o, &e)| (f64::from(o) - e).abs() < 1e-5));
             }
         }
     }

@@ -131,7 +131,7 @@ mod scalar;
 mod sys;
 mod threads;
 
-pub use attention::{HeadLayout, attend_head};
+pub use attention::{HeadLayout, attend_head, attend_queries};
 pub use error::{Error, Result};
 pub use format::{WeightFormat, dequantize, quantize};
 pub use kernel::Kernel;

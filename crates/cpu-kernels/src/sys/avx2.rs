@@ -469,3 +469,159 @@ unsafe fn sum_impl(weights: &[f32], values: &[f32], offset: usize, stride: usize
         }
     }
 }
+
+/// [`attention_scores`] for several queries over the same keys, each key read from memory
+/// once for all of them: `scores[i·row + j] = scale · (query_i · key_j)` for `j < counts[i]`,
+/// query `i` being `queries[i·width..][..width]`. Each score is computed by exactly the
+/// operations [`attention_scores`] uses, so a query gets the same scores alone or in a group.
+///
+/// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
+/// key below the largest count lies inside `keys`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_scores_multi(
+    queries: &[f32],
+    width: usize,
+    counts: &[usize],
+    keys: &[f32],
+    offset: usize,
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+    row: usize,
+) {
+    let n = counts.len();
+    let most = counts.iter().copied().max().unwrap_or(0);
+    assert!(width.is_multiple_of(8) && attention_supported(), "attention_scores_multi: unchecked call");
+    assert!(queries.len() >= n * width && most <= row && scores.len() >= n * row, "scores or queries too short");
+    assert!(most == 0 || offset + (most - 1) * stride + width <= keys.len(), "keys out of range");
+    // SAFETY: AVX2/FMA are available and every read and write is in bounds (asserted above).
+    unsafe { scores_multi_impl(queries, width, counts, keys, offset, stride, scale, scores, row, most) }
+}
+
+/// # Safety
+/// The checks of [`attention_scores_multi`].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_multi_impl(
+    queries: &[f32],
+    width: usize,
+    counts: &[usize],
+    keys: &[f32],
+    offset: usize,
+    stride: usize,
+    scale: f32,
+    scores: &mut [f32],
+    row: usize,
+    most: usize,
+) {
+    for j in 0..most {
+        // SAFETY: `offset + j·stride + width ≤ keys.len()` for j < most.
+        let k = unsafe { keys.as_ptr().add(offset + j * stride) };
+        for (i, &count) in counts.iter().enumerate() {
+            if j >= count {
+                continue;
+            }
+            // SAFETY: query i lies inside `queries` (n·width ≤ len).
+            let q = unsafe { queries.as_ptr().add(i * width) };
+            // The loop of `scores_impl`, operation for operation.
+            let mut acc = [_mm256_setzero_ps(); 2];
+            let mut l = 0;
+            while l + 16 <= width {
+                // SAFETY: lanes `l..l + 16` lie inside the query and the key.
+                unsafe {
+                    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l)), _mm256_loadu_ps(k.add(l)), acc[0]);
+                    acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l + 8)), _mm256_loadu_ps(k.add(l + 8)), acc[1]);
+                }
+                l += 16;
+            }
+            if l < width {
+                // SAFETY: `width` is a multiple of 8, so lanes `l..l + 8` are in bounds.
+                unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l)), _mm256_loadu_ps(k.add(l)), acc[0]) };
+            }
+            scores[i * row + j] = hsum(&acc) * scale;
+        }
+    }
+}
+
+/// [`attention_sum`] for several weight rows over the same values, two queries per pass so
+/// that each value vector is loaded once for both: `out[i·width..][..width] = Σ_{j < counts[i]}
+/// weights[i·row + j] · value_j`. Each output is computed by exactly the operations
+/// [`attention_sum`] uses.
+///
+/// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
+/// value below the largest count lies inside `values`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_sum_multi(
+    weights: &[f32],
+    row: usize,
+    counts: &[usize],
+    values: &[f32],
+    offset: usize,
+    stride: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let n = counts.len();
+    let most = counts.iter().copied().max().unwrap_or(0);
+    assert!(width.is_multiple_of(8) && attention_supported(), "attention_sum_multi: unchecked call");
+    assert!(out.len() >= n * width && most <= row && weights.len() >= n * row, "weights or output too short");
+    assert!(most == 0 || offset + (most - 1) * stride + width <= values.len(), "values out of range");
+    // SAFETY: AVX2/FMA are available and every read and write is in bounds (asserted above).
+    unsafe { sum_multi_impl(weights, row, counts, values, offset, stride, width, out) }
+}
+
+/// # Safety
+/// The checks of [`attention_sum_multi`].
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_multi_impl(
+    weights: &[f32],
+    row: usize,
+    counts: &[usize],
+    values: &[f32],
+    offset: usize,
+    stride: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let n = counts.len();
+    for a in (0..n).step_by(2) {
+        // A pair of queries (the last one alone when n is odd: its partner is itself, with
+        // its results discarded).
+        let b = if a + 1 < n { a + 1 } else { a };
+        let (ca, cb) = (counts[a], counts[b]);
+        let (wa, wb) = (&weights[a * row..a * row + ca], &weights[b * row..b * row + cb]);
+        for chunk in (0..width).step_by(32) {
+            let lanes = (width - chunk).min(32) / 8;
+            let mut acc_a = [_mm256_setzero_ps(); 4];
+            let mut acc_b = [_mm256_setzero_ps(); 4];
+            for j in 0..ca.max(cb) {
+                // SAFETY: `offset + j·stride + width ≤ values.len()` for j < most.
+                let v = unsafe { values.as_ptr().add(offset + j * stride + chunk) };
+                // SAFETY: lanes `chunk + 8l .. + 8` lie inside the value vector.
+                let vs: [__m256; 4] = core::array::from_fn(|l| {
+                    if l < lanes { unsafe { _mm256_loadu_ps(v.add(8 * l)) } } else { _mm256_setzero_ps() }
+                });
+                if j < ca {
+                    let w = _mm256_set1_ps(wa[j]);
+                    for l in 0..lanes {
+                        acc_a[l] = _mm256_fmadd_ps(w, vs[l], acc_a[l]);
+                    }
+                }
+                if j < cb {
+                    let w = _mm256_set1_ps(wb[j]);
+                    for l in 0..lanes {
+                        acc_b[l] = _mm256_fmadd_ps(w, vs[l], acc_b[l]);
+                    }
+                }
+            }
+            for l in 0..lanes {
+                // SAFETY: lanes `chunk + 8l .. + 8` of query a's and b's outputs lie inside `out`.
+                unsafe {
+                    _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), acc_a[l]);
+                    _mm256_storeu_ps(out.as_mut_ptr().add(b * width + chunk + 8 * l), acc_b[l]);
+                }
+            }
+        }
+    }
+}

@@ -83,6 +83,39 @@ fn k_token_verification_with_rollback_matches_transformers() {
 }
 
 #[test]
+fn native_verification_gives_the_logits_of_one_token_at_a_time_bit_for_bit() {
+    // Greedy decoding with a drafter equals decoding without one only if scoring k drafted
+    // tokens in one pass computes exactly the logits that k single steps would: the kernels,
+    // and the attention of the query heads that share a key-value head (read together when a
+    // pass has several rows), must not depend on how many rows a pass has.
+    use crate::common::load_on;
+    use anyspec_models::Engine;
+    for name in FIXTURES {
+        let model = load_on(name, Engine::Native);
+        let ids = reference(name).input_ids;
+        let mut cache = model.new_cache();
+        let mut single = Vec::new();
+        for &token in &ids {
+            single.extend(read_rows(model.forward(&[token], &mut cache, 1).unwrap()).unwrap());
+        }
+        for k in [2, 3, 7] {
+            let mut cache = model.new_cache();
+            let mut scored = Vec::new();
+            for chunk in ids.chunks(k) {
+                scored.extend(read_rows(model.forward(chunk, &mut cache, chunk.len()).unwrap()).unwrap());
+            }
+            assert_eq!(scored.len(), single.len());
+            for (position, (a, b)) in scored.iter().zip(&single).enumerate() {
+                assert!(
+                    a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{name}, k = {k}: position {position} differs from decoding one token at a time"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn sliding_window_matters_for_the_mistral_fixture() {
     // Guards the fixture itself: if the 5-token window did not change the logits, the Mistral
     // comparison above would not test the window at all.
