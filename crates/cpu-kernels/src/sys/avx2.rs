@@ -413,26 +413,36 @@ pub(crate) fn attention_scores(
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scores_impl(query: &[f32], keys: &[f32], offset: usize, stride: usize, scale: f32, scores: &mut [f32]) {
     let width = query.len();
-    let q = query.as_ptr();
     for (j, score) in scores.iter_mut().enumerate() {
-        // SAFETY: `offset + j·stride + width ≤ keys.len()` per the contract.
-        let k = unsafe { keys.as_ptr().add(offset + j * stride) };
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let mut i = 0;
-        while i + 16 <= width {
-            // SAFETY: lanes `i..i + 16` lie inside the query and the key.
-            unsafe {
-                acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]);
-                acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i + 8)), _mm256_loadu_ps(k.add(i + 8)), acc[1]);
-            }
-            i += 16;
-        }
-        if i < width {
-            // SAFETY: `width` is a multiple of 8, so lanes `i..i + 8` are in bounds.
-            unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]) };
-        }
-        *score = hsum(&acc) * scale;
+        // SAFETY: `offset + j·stride + width ≤ keys.len()` per the contract; the query holds
+        // `width` values.
+        *score = unsafe { score_of(query.as_ptr(), keys.as_ptr().add(offset + j * stride), width, scale) };
     }
+}
+
+/// `scale · (q · k)` over `width` lanes: the one computation of an attention score, shared by
+/// the single- and multi-query paths so that both give the same bits.
+///
+/// # Safety
+/// AVX2/FMA available; `width` a multiple of 8; `q` and `k` point at `width` readable values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn score_of(q: *const f32, k: *const f32, width: usize, scale: f32) -> f32 {
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut i = 0;
+    while i + 16 <= width {
+        // SAFETY: lanes `i..i + 16` lie inside the query and the key.
+        unsafe {
+            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]);
+            acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i + 8)), _mm256_loadu_ps(k.add(i + 8)), acc[1]);
+        }
+        i += 16;
+    }
+    if i < width {
+        // SAFETY: `width` is a multiple of 8, so lanes `i..i + 8` are in bounds.
+        unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]) };
+    }
+    hsum(&acc) * scale
 }
 
 /// `out = Σ_j weights[j] · values[offset + j·stride ..][..out.len()]`.
@@ -521,24 +531,8 @@ unsafe fn scores_multi_impl(
             if j >= count {
                 continue;
             }
-            // SAFETY: query i lies inside `queries` (n·width ≤ len).
-            let q = unsafe { queries.as_ptr().add(i * width) };
-            // The loop of `scores_impl`, operation for operation.
-            let mut acc = [_mm256_setzero_ps(); 2];
-            let mut l = 0;
-            while l + 16 <= width {
-                // SAFETY: lanes `l..l + 16` lie inside the query and the key.
-                unsafe {
-                    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l)), _mm256_loadu_ps(k.add(l)), acc[0]);
-                    acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l + 8)), _mm256_loadu_ps(k.add(l + 8)), acc[1]);
-                }
-                l += 16;
-            }
-            if l < width {
-                // SAFETY: `width` is a multiple of 8, so lanes `l..l + 8` are in bounds.
-                unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(l)), _mm256_loadu_ps(k.add(l)), acc[0]) };
-            }
-            scores[i * row + j] = hsum(&acc) * scale;
+            // SAFETY: query i lies inside `queries` (n·width ≤ len), key j inside `keys`.
+            scores[i * row + j] = unsafe { score_of(queries.as_ptr().add(i * width), k, width, scale) };
         }
     }
 }
