@@ -2,9 +2,10 @@
 //!
 //! At long contexts attention, not the weights, dominates a decoding step: on SmolLM2-135M at
 //! 800 tokens of context each new token reads 9 heads × 800 keys and values in each of 30
-//! layers. [`attend_head`] computes it in two passes over a score buffer (scores, then the
-//! weighted sum of values), with AVX2/FMA where the CPU has them and a portable loop
-//! otherwise; both give the softmax of `q·k/√d` up to float rounding.
+//! layers. [`attend_queries`] computes it for the queries that read one head of the cache (one
+//! query: [`attend_head`]) in two passes over a score buffer (scores, then the weighted sum of
+//! values), with AVX2/FMA where the CPU has them and a portable loop otherwise; both give the
+//! softmax of `q·k/√d` up to float rounding.
 
 use std::cell::RefCell;
 
@@ -12,9 +13,15 @@ use std::cell::RefCell;
 use crate::sys::avx2;
 
 thread_local! {
-    /// The score buffer of [`attend_head`], one per thread, kept between calls: a decoding step
+    /// The scratch of [`attend_queries`], one per thread, kept between calls: a decoding step
     /// makes one call per layer, query row and head, too many to allocate for each.
-    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch { scores: Vec::new(), totals: Vec::new() }) };
+}
+
+/// Softmax numerators, `[query, position]`, and their sums, one per query.
+struct Scratch {
+    scores: Vec<f32>,
+    totals: Vec<f32>,
 }
 
 /// Where one head's vectors sit in a cache: position `j`'s vector is
@@ -41,20 +48,13 @@ pub fn attend_head(
     scale: f32,
     out: &mut [f32],
 ) {
-    let width = query.len();
-    assert_eq!(out.len(), width, "attention: output and query widths differ");
-    if count == 0 {
-        out.fill(0.0);
-        return;
-    }
-    let last = layout.offset + (count - 1) * layout.stride + width;
-    assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
-    SCORES.with_borrow_mut(|scores| attend_into(query, keys, values, layout, count, scale, scores, out));
+    assert_eq!(out.len(), query.len(), "attention: output and query widths differ");
+    attend_queries(query, &[count], keys, values, layout, scale, out);
 }
 
-/// [`attend_head`] with its score buffer, after the checks.
+/// One query on the portable path (any width, any CPU): scores, softmax, weighted sum.
 #[allow(clippy::too_many_arguments)] // The entry point's arguments and its scratch buffer.
-fn attend_into(
+fn attend_portable(
     query: &[f32],
     keys: &[f32],
     values: &[f32],
@@ -65,32 +65,20 @@ fn attend_into(
     out: &mut [f32],
 ) {
     let width = query.len();
-    scores.clear();
-    scores.resize(count, 0.0);
-    #[cfg(target_arch = "x86_64")]
-    let fast = width.is_multiple_of(8) && avx2::attention_supported();
-    #[cfg(not(target_arch = "x86_64"))]
-    let fast = false;
-    if fast {
-        #[cfg(target_arch = "x86_64")]
-        avx2::attention_scores(query, keys, layout.offset, layout.stride, scale, scores);
-    } else {
-        for (j, score) in scores.iter_mut().enumerate() {
-            let k = &keys[layout.offset + j * layout.stride..][..width];
-            *score = query.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
-        }
+    out.fill(0.0);
+    if count == 0 {
+        return;
     }
+    scores.clear();
+    scores.extend((0..count).map(|j| {
+        let k = &keys[layout.offset + j * layout.stride..][..width];
+        query.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
+    }));
     let total = softmax_numerators(scores);
-    if fast {
-        #[cfg(target_arch = "x86_64")]
-        avx2::attention_sum(scores, values, layout.offset, layout.stride, out);
-    } else {
-        out.fill(0.0);
-        for (j, &w) in scores.iter().enumerate() {
-            let v = &values[layout.offset + j * layout.stride..][..width];
-            for (o, &x) in out.iter_mut().zip(v) {
-                *o += w * x;
-            }
+    for (j, &w) in scores.iter().enumerate() {
+        let v = &values[layout.offset + j * layout.stride..][..width];
+        for (o, &x) in out.iter_mut().zip(v) {
+            *o += w * x;
         }
     }
     normalize(out, total);
@@ -121,8 +109,10 @@ fn normalize(out: &mut [f32], total: f32) {
 ///
 /// Each key and value is read from memory once for all the queries instead of once per
 /// query: at long contexts the cache, not the arithmetic, is what a query costs. Every output
-/// equals [`attend_head`]'s for its query alone, bit for bit (the same operations in the same
-/// order), so scoring a draft gives the same attention as decoding its tokens one by one.
+/// equals [`attend_head`]'s for its query alone, bit for bit ([`attend_head`] is this function
+/// with one query, and a query's operations do not depend on the others), so scoring a draft
+/// gives the same attention as decoding its tokens one by one. A query over no position gets
+/// zeros.
 ///
 /// # Panics
 /// When `queries` is not `counts.len()` queries of equal width, `out` differs from `queries`
@@ -146,26 +136,33 @@ pub fn attend_queries(
         assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
     }
     #[cfg(target_arch = "x86_64")]
-    let fast = width.is_multiple_of(8) && avx2::attention_supported() && counts.iter().all(|&c| c > 0);
+    let fast = width.is_multiple_of(8) && avx2::attention_supported();
     #[cfg(not(target_arch = "x86_64"))]
     let fast = false;
-    if !fast {
-        for ((q, o), &count) in queries.chunks_exact(width).zip(out.chunks_exact_mut(width)).zip(counts) {
-            attend_head(q, keys, values, layout, count, scale, o);
+    SCRATCH.with_borrow_mut(|Scratch { scores, totals }| {
+        if !fast {
+            for ((q, o), &count) in queries.chunks_exact(width).zip(out.chunks_exact_mut(width)).zip(counts) {
+                attend_portable(q, keys, values, layout, count, scale, scores, o);
+            }
+            return;
         }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    SCORES.with_borrow_mut(|scores| {
-        scores.clear();
-        scores.resize(n * most, 0.0);
-        let (offset, stride) = (layout.offset, layout.stride);
-        avx2::attention_scores_multi(queries, width, counts, keys, offset, stride, scale, scores, most);
-        let totals: Vec<f32> =
-            scores.chunks_exact_mut(most).zip(counts).map(|(row, &c)| softmax_numerators(&mut row[..c])).collect();
-        avx2::attention_sum_multi(scores, most, counts, values, offset, stride, width, out);
-        for (o, &total) in out.chunks_exact_mut(width).zip(&totals) {
-            normalize(o, total);
+        #[cfg(target_arch = "x86_64")]
+        {
+            scores.clear();
+            scores.resize(n * most, 0.0);
+            let (offset, stride) = (layout.offset, layout.stride);
+            avx2::attention_scores_multi(queries, width, counts, keys, offset, stride, scale, scores, most);
+            totals.clear();
+            totals.extend(
+                counts.iter().enumerate().map(|(i, &c)| softmax_numerators(&mut scores[i * most..i * most + c])),
+            );
+            avx2::attention_sum_multi(scores, most, counts, values, offset, stride, width, out);
+            for ((o, &total), &count) in out.chunks_exact_mut(width).zip(totals.iter()).zip(counts) {
+                // A query over no position keeps the zeros of its empty sum.
+                if count > 0 {
+                    normalize(o, total);
+                }
+            }
         }
     });
 }

@@ -470,6 +470,18 @@ impl Matrix {
             (_, b) => RowData::Blocks(b.unwrap_or(&[]), self.row_bytes),
         };
         let rows = Rows { data, select, start: range.start, end: range.end };
+        self.row_products(rows, prepared, x, m, outs);
+    }
+
+    /// The row kernel's products of `rows` for the `m` activation rows, `MAX_M` at a time.
+    fn row_products(
+        &self,
+        rows: Rows<'_>,
+        prepared: &crate::kernel::Prepared,
+        x: &[f32],
+        m: usize,
+        outs: &mut [&mut [f32]],
+    ) {
         let format = self.stored_format();
         for g in (0..m).step_by(MAX_M) {
             let group = (m - g).min(MAX_M);
@@ -483,6 +495,22 @@ impl Matrix {
                 &mut outs[g..g + group],
             );
         }
+    }
+
+    /// The interleaved kernel's products of the output rows `range` (starting a group) for
+    /// the `m` activation rows, `MAX_M` at a time; `false` when the kernel has none.
+    fn group_products(
+        &self,
+        groups: &[u8],
+        range: std::ops::Range<usize>,
+        prepared: &crate::kernel::Prepared,
+        m: usize,
+        outs: &mut [&mut [f32]],
+    ) -> bool {
+        (0..m).step_by(MAX_M).all(|g| {
+            let group = (m - g).min(MAX_M);
+            self.kernel.dot_groups(self.format, groups, range.clone(), prepared, g, &mut outs[g..g + group])
+        })
     }
 
     /// [`compute`](Self::compute) on the interleaved layout. Whole products go group by group
@@ -502,16 +530,11 @@ impl Matrix {
         outs: &mut [&mut [f32]],
     ) {
         use crate::interleave::GROUP;
-        let format = self.format;
-        if select.is_none() && range.start.is_multiple_of(GROUP) {
-            let mut done = true;
-            for g in (0..m).step_by(MAX_M) {
-                let group = (m - g).min(MAX_M);
-                done &= self.kernel.dot_groups(format, groups, range.clone(), prepared, g, &mut outs[g..g + group]);
-            }
-            if done {
-                return;
-            }
+        if select.is_none()
+            && range.start.is_multiple_of(GROUP)
+            && self.group_products(groups, range.clone(), prepared, m, outs)
+        {
+            return;
         }
         // The outputs of one group of rows for all m activation rows: [m][GROUP].
         let mut lanes = vec![0.0f32; m * GROUP];
@@ -544,33 +567,16 @@ impl Matrix {
         lanes: &mut [f32],
     ) {
         use crate::interleave::GROUP;
-        let format = self.format;
         let range = g * GROUP..((g + 1) * GROUP).min(self.rows);
         let n = range.len();
         let mut outs: Vec<&mut [f32]> = lanes.chunks_exact_mut(GROUP).map(|l| &mut l[..n]).collect();
-        let mut done = true;
-        for a in (0..m).step_by(MAX_M) {
-            let group = (m - a).min(MAX_M);
-            done &= self.kernel.dot_groups(format, groups, range.clone(), prepared, a, &mut outs[a..a + group]);
-        }
-        if done {
+        if self.group_products(groups, range.clone(), prepared, m, &mut outs) {
             return;
         }
         for (r, row) in rows.chunks_exact_mut(self.row_bytes).take(n).enumerate() {
             self.interleaved_row(groups, range.start + r, row);
         }
         let rows = Rows { data: RowData::Blocks(rows, self.row_bytes), select: None, start: 0, end: n };
-        for a in (0..m).step_by(MAX_M) {
-            let group = (m - a).min(MAX_M);
-            self.kernel.dot_rows(
-                format,
-                rows,
-                prepared,
-                &x[a * self.cols..(a + group) * self.cols],
-                a,
-                self.cols,
-                &mut outs[a..a + group],
-            );
-        }
+        self.row_products(rows, prepared, x, m, &mut outs);
     }
 }

@@ -382,46 +382,16 @@ unsafe fn q6_k_block<const M: usize, const A: usize>(
     }
 }
 
-/// Whether [`attention_scores`] and [`attention_sum`] may run (AVX2, FMA and F16C detected, as for every kernel here).
+/// Whether [`attention_scores_multi`] and [`attention_sum_multi`] may run (AVX2, FMA and F16C
+/// detected, as for every kernel here).
 pub(crate) fn attention_supported() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("fma")
         && std::arch::is_x86_feature_detected!("f16c")
 }
 
-/// `scores[j] = scale · (query · keys[offset + j·stride ..][..query.len()])` for every `j`.
-///
-/// The caller checked [`attention_supported`], that `query.len()` is a multiple of 8 and that
-/// every key lies inside `keys`.
-pub(crate) fn attention_scores(
-    query: &[f32],
-    keys: &[f32],
-    offset: usize,
-    stride: usize,
-    scale: f32,
-    scores: &mut [f32],
-) {
-    let width = query.len();
-    assert!(width.is_multiple_of(8) && attention_supported(), "attention_scores: unchecked call");
-    assert!(scores.is_empty() || offset + (scores.len() - 1) * stride + width <= keys.len(), "keys out of range");
-    // SAFETY: AVX2/FMA are available and every key read is in bounds (both asserted above).
-    unsafe { scores_impl(query, keys, offset, stride, scale, scores) }
-}
-
-/// # Safety
-/// AVX2/FMA available; `query.len()` a multiple of 8; every key in bounds of `keys`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scores_impl(query: &[f32], keys: &[f32], offset: usize, stride: usize, scale: f32, scores: &mut [f32]) {
-    let width = query.len();
-    for (j, score) in scores.iter_mut().enumerate() {
-        // SAFETY: `offset + j·stride + width ≤ keys.len()` per the contract; the query holds
-        // `width` values.
-        *score = unsafe { score_of(query.as_ptr(), keys.as_ptr().add(offset + j * stride), width, scale) };
-    }
-}
-
 /// `scale · (q · k)` over `width` lanes: the one computation of an attention score, shared by
-/// the single- and multi-query paths so that both give the same bits.
+/// every query of [`attention_scores_multi`].
 ///
 /// # Safety
 /// AVX2/FMA available; `width` a multiple of 8; `q` and `k` point at `width` readable values.
@@ -445,45 +415,10 @@ unsafe fn score_of(q: *const f32, k: *const f32, width: usize, scale: f32) -> f3
     hsum(&acc) * scale
 }
 
-/// `out = Σ_j weights[j] · values[offset + j·stride ..][..out.len()]`.
-///
-/// The caller checked [`attention_supported`], that `out.len()` is a multiple of 8 and that
-/// every value lies inside `values`.
-pub(crate) fn attention_sum(weights: &[f32], values: &[f32], offset: usize, stride: usize, out: &mut [f32]) {
-    let width = out.len();
-    assert!(width.is_multiple_of(8) && attention_supported(), "attention_sum: unchecked call");
-    assert!(weights.is_empty() || offset + (weights.len() - 1) * stride + width <= values.len(), "values out of range");
-    // SAFETY: AVX2/FMA are available and every value read is in bounds (both asserted above).
-    unsafe { sum_impl(weights, values, offset, stride, out) }
-}
-
-/// # Safety
-/// AVX2/FMA available; `out.len()` a multiple of 8; every value in bounds of `values`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn sum_impl(weights: &[f32], values: &[f32], offset: usize, stride: usize, out: &mut [f32]) {
-    for chunk in (0..out.len()).step_by(32) {
-        let lanes = (out.len() - chunk).min(32) / 8;
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (j, &w) in weights.iter().enumerate() {
-            let w = _mm256_set1_ps(w);
-            // SAFETY: `offset + j·stride + out.len() ≤ values.len()` per the contract.
-            let v = unsafe { values.as_ptr().add(offset + j * stride + chunk) };
-            for (l, a) in acc.iter_mut().enumerate().take(lanes) {
-                // SAFETY: lanes `chunk + 8l .. + 8` lie inside the value vector.
-                *a = _mm256_fmadd_ps(w, unsafe { _mm256_loadu_ps(v.add(8 * l)) }, *a);
-            }
-        }
-        for (l, a) in acc.iter().enumerate().take(lanes) {
-            // SAFETY: lanes `chunk + 8l .. + 8` lie inside `out`.
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(chunk + 8 * l), *a) };
-        }
-    }
-}
-
-/// [`attention_scores`] for several queries over the same keys, each key read from memory
-/// once for all of them: `scores[i·row + j] = scale · (query_i · key_j)` for `j < counts[i]`,
-/// query `i` being `queries[i·width..][..width]`. Each score is computed by exactly the
-/// operations [`attention_scores`] uses, so a query gets the same scores alone or in a group.
+/// Attention scores of several queries over the same keys, each key read from memory once for
+/// all of them: `scores[i·row + j] = scale · (query_i · key_j)` for `j < counts[i]`, query `i`
+/// being `queries[i·width..][..width]`. Each score is [`score_of`], whatever the other
+/// queries, so a query gets the same scores alone or in a group.
 ///
 /// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
 /// key below the largest count lies inside `keys`.
@@ -537,10 +472,10 @@ unsafe fn scores_multi_impl(
     }
 }
 
-/// [`attention_sum`] for several weight rows over the same values, two queries per pass so
-/// that each value vector is loaded once for both: `out[i·width..][..width] = Σ_{j < counts[i]}
-/// weights[i·row + j] · value_j`. Each output is computed by exactly the operations
-/// [`attention_sum`] uses.
+/// The weighted sums of values of several weight rows over the same values, two queries per
+/// pass so that each value vector is loaded once for both: `out[i·width..][..width] =
+/// Σ_{j < counts[i]} weights[i·row + j] · value_j`, in 32-column chunks, `j` in order. A
+/// query's operations do not depend on the other queries.
 ///
 /// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
 /// value below the largest count lies inside `values`.
@@ -580,11 +515,12 @@ unsafe fn sum_multi_impl(
 ) {
     let n = counts.len();
     for a in (0..n).step_by(2) {
-        // A pair of queries (the last one alone when n is odd: its partner is itself, with
-        // its results discarded).
-        let b = if a + 1 < n { a + 1 } else { a };
-        let (ca, cb) = (counts[a], counts[b]);
-        let (wa, wb) = (&weights[a * row..a * row + ca], &weights[b * row..b * row + cb]);
+        // A pair of queries, or the last one alone when n is odd.
+        let pair = a + 1 < n;
+        let ca = counts[a];
+        let cb = if pair { counts[a + 1] } else { 0 };
+        let wa = &weights[a * row..a * row + ca];
+        let wb = if pair { &weights[(a + 1) * row..(a + 1) * row + cb] } else { &[][..] };
         for chunk in (0..width).step_by(32) {
             let lanes = (width - chunk).min(32) / 8;
             let mut acc_a = [_mm256_setzero_ps(); 4];
@@ -610,10 +546,13 @@ unsafe fn sum_multi_impl(
                 }
             }
             for l in 0..lanes {
-                // SAFETY: lanes `chunk + 8l .. + 8` of query a's and b's outputs lie inside `out`.
+                // SAFETY: lanes `chunk + 8l .. + 8` of query a's (and a + 1's) outputs lie
+                // inside `out`.
                 unsafe {
                     _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), acc_a[l]);
-                    _mm256_storeu_ps(out.as_mut_ptr().add(b * width + chunk + 8 * l), acc_b[l]);
+                    if pair {
+                        _mm256_storeu_ps(out.as_mut_ptr().add((a + 1) * width + chunk + 8 * l), acc_b[l]);
+                    }
                 }
             }
         }
