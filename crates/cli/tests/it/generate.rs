@@ -114,14 +114,7 @@ fn negative_numbers_reach_the_range_checks() {
 #[test]
 fn a_drafter_with_another_tokenizer_is_refused() {
     // A copy of a fixture checkpoint with the dict-builder fixture's tokenizer.
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-other-tokenizer-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = fixture("mistral-window-f16");
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-    }
+    let dir = fixture_copy("mistral-window-f16", "other-tokenizer");
     let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dict-builder/tests/data/tokenizer.json");
     std::fs::copy(other, dir.join("tokenizer.json")).unwrap();
     let target = fixture("llama3-gqa");
@@ -154,14 +147,8 @@ fn a_drafter_with_another_tokenizer_is_refused() {
 fn a_broken_drafter_checkpoint_is_named_as_the_drafter() {
     // The target itself as drafter, with a RoPE base that makes its logits NaN: that used to
     // surface mid-generation as the target's "logits contain NaN".
-    let dir = std::env::temp_dir().join(format!("anyspec-cli-broken-drafter-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let target = fixture("llama3-gqa");
-    for entry in std::fs::read_dir(&target).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-    }
+    let dir = fixture_copy("llama3-gqa", "broken-drafter");
     let config_path = dir.join("config.json");
     let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
     config["rope_theta"] = (-1.0).into();
@@ -177,6 +164,19 @@ fn a_broken_drafter_checkpoint_is_named_as_the_drafter() {
     ]);
     assert!(err.contains(&format!("--drafter {}", dir.display())) && err.contains("rope_theta"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A fresh copy of the fixture checkpoint `name` in a temporary directory named after `label`
+/// (the caller changes a file of it and removes it).
+fn fixture_copy(name: &str, label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    dir
 }
 
 /// The drafter of anyspec-drafters' heterogeneous-vocabulary tests: another tokenizer than the
