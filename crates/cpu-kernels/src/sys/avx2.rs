@@ -516,45 +516,68 @@ unsafe fn sum_multi_impl(
     let n = counts.len();
     for a in (0..n).step_by(2) {
         // A pair of queries, or the last one alone when n is odd.
-        let pair = a + 1 < n;
-        let ca = counts[a];
-        let cb = if pair { counts[a + 1] } else { 0 };
-        let wa = &weights[a * row..a * row + ca];
-        let wb = if pair { &weights[(a + 1) * row..(a + 1) * row + cb] } else { &[][..] };
+        let wa = &weights[a * row..a * row + counts[a]];
         for chunk in (0..width).step_by(32) {
             let lanes = (width - chunk).min(32) / 8;
-            let mut acc_a = [_mm256_setzero_ps(); 4];
-            let mut acc_b = [_mm256_setzero_ps(); 4];
-            for j in 0..ca.max(cb) {
-                // SAFETY: `offset + j·stride + width ≤ values.len()` for j < most.
-                let v = unsafe { values.as_ptr().add(offset + j * stride + chunk) };
-                // SAFETY: lanes `chunk + 8l .. + 8` lie inside the value vector.
-                let vs: [__m256; 4] = core::array::from_fn(|l| {
-                    if l < lanes { unsafe { _mm256_loadu_ps(v.add(8 * l)) } } else { _mm256_setzero_ps() }
-                });
-                if j < ca {
-                    let w = _mm256_set1_ps(wa[j]);
+            // SAFETY: `offset + chunk` starts value 0's lanes of this chunk; every value below
+            // the largest count lies inside `values` (checked by the caller).
+            let v = unsafe { values.as_ptr().add(offset + chunk) };
+            // SAFETY (both arms): lanes `chunk + 8l .. + 8` of query a's (and a + 1's) outputs
+            // lie inside `out`; the values as above.
+            unsafe {
+                if a + 1 < n {
+                    let wb = &weights[(a + 1) * row..(a + 1) * row + counts[a + 1]];
+                    let (acc_a, acc_b) = sum_chunk::<true>(wa, wb, v, stride, lanes);
                     for l in 0..lanes {
-                        acc_a[l] = _mm256_fmadd_ps(w, vs[l], acc_a[l]);
-                    }
-                }
-                if j < cb {
-                    let w = _mm256_set1_ps(wb[j]);
-                    for l in 0..lanes {
-                        acc_b[l] = _mm256_fmadd_ps(w, vs[l], acc_b[l]);
-                    }
-                }
-            }
-            for l in 0..lanes {
-                // SAFETY: lanes `chunk + 8l .. + 8` of query a's (and a + 1's) outputs lie
-                // inside `out`.
-                unsafe {
-                    _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), acc_a[l]);
-                    if pair {
+                        _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), acc_a[l]);
                         _mm256_storeu_ps(out.as_mut_ptr().add((a + 1) * width + chunk + 8 * l), acc_b[l]);
+                    }
+                } else {
+                    let (acc_a, _) = sum_chunk::<false>(wa, &[], v, stride, lanes);
+                    for (l, acc) in acc_a.iter().enumerate().take(lanes) {
+                        _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), *acc);
                     }
                 }
             }
         }
     }
+}
+
+/// One 32-column chunk of [`sum_multi_impl`] for query a (weights `wa`) and, when `PAIR`,
+/// query a + 1 (`wb`): `Σ_j w[j] · v[j·stride ..][..8·lanes]`, `j` in order, each value vector
+/// loaded once for both. A const parameter, so that a lone query carries no test of the other.
+///
+/// # Safety
+/// AVX2/FMA available; `v + j·stride + 8·lanes` readable for every `j` below both lengths.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_chunk<const PAIR: bool>(
+    wa: &[f32],
+    wb: &[f32],
+    v: *const f32,
+    stride: usize,
+    lanes: usize,
+) -> ([__m256; 4], [__m256; 4]) {
+    let mut acc_a = [_mm256_setzero_ps(); 4];
+    let mut acc_b = [_mm256_setzero_ps(); 4];
+    let (ca, cb) = (wa.len(), if PAIR { wb.len() } else { 0 });
+    for j in 0..ca.max(cb) {
+        // SAFETY: lanes `8l .. 8l + 8` of value j lie inside `values` (the contract).
+        let vs: [__m256; 4] = core::array::from_fn(|l| {
+            if l < lanes { unsafe { _mm256_loadu_ps(v.add(j * stride + 8 * l)) } } else { _mm256_setzero_ps() }
+        });
+        if j < ca {
+            let w = _mm256_set1_ps(wa[j]);
+            for l in 0..lanes {
+                acc_a[l] = _mm256_fmadd_ps(w, vs[l], acc_a[l]);
+            }
+        }
+        if PAIR && j < cb {
+            let w = _mm256_set1_ps(wb[j]);
+            for l in 0..lanes {
+                acc_b[l] = _mm256_fmadd_ps(w, vs[l], acc_b[l]);
+            }
+        }
+    }
+    (acc_a, acc_b)
 }
