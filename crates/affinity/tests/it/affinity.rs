@@ -92,6 +92,26 @@ fn rows_are_stochastic_and_rdk_keeps_a_distribution() {
 }
 
 #[test]
+fn the_artifact_is_byte_reproducible_with_its_metadata_keys_sorted() {
+    let vocab = target();
+    let (first, second) = (build(&vocab, 1), build(&vocab, 2));
+    let bytes = first.to_bytes().unwrap();
+    // The old writer's header followed the order of a fresh HashMap (13 keys, its own random
+    // seed) at every call, so eight equal calls would be a fluke.
+    for _ in 0..8 {
+        assert!(first.to_bytes().unwrap() == bytes, "two serialisations of one matrix differ");
+    }
+    assert!(second.to_bytes().unwrap() == bytes, "two builds of one matrix differ");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    assert_eq!(header_len % 8, 0);
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    let keys = ["checksum", "corpus", "format", "format_version", "target_fingerprint", "window"];
+    let positions: Vec<usize> = keys.iter().map(|key| header.find(&format!("\"{key}\":")).unwrap()).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "metadata keys out of order: {header}");
+    assert!(header.starts_with("{\"__metadata__\":{"), "{header}");
+}
+
+#[test]
 fn save_load_round_trip_and_refusals() {
     let vocab = target();
     let affinity = build(&vocab, 2);

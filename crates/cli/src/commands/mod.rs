@@ -1,6 +1,8 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub(crate) mod affinity;
+pub(crate) mod cache;
+pub(crate) mod completions;
 pub(crate) mod demo;
 pub(crate) mod dict;
 pub(crate) mod generate;

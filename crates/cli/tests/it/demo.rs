@@ -1,8 +1,10 @@
 //! `anyspec demo --quick`: on the committed assets/demo models (`--model tiny`), and on
 //! SmolLM2-135M-Instruct when the model can be had (from the model cache, fetched once).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use crate::support::temp_dir;
 
 fn assets() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo")
@@ -12,29 +14,25 @@ fn anyspec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the anyspec binary runs")
 }
 
-fn demo_json(cache: &std::path::Path) -> serde_json::Value {
-    let assets = assets();
-    let out = anyspec(&[
-        "demo",
-        "--model",
-        "tiny",
-        "--fixed-gamma",
-        "--quick",
-        "--json",
-        "--no-progress",
-        "--assets",
-        assets.to_str().unwrap(),
-        "--cache",
-        cache.to_str().unwrap(),
-    ]);
+/// `demo --model tiny --quick` with the assets inside the binary, run from `cwd` with
+/// everything cached under `cache`.
+fn demo_json(cwd: &Path, cache: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_anyspec"))
+        .args(["demo", "--model", "tiny", "--fixed-gamma", "--quick", "--json", "--no-progress", "--cache-dir"])
+        .arg(cache)
+        .current_dir(cwd)
+        .output()
+        .expect("the anyspec binary runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("--json prints one JSON object")
 }
 
 #[test]
 fn quick_demo_prints_a_table_where_every_greedy_method_matches_autoregressive() {
-    let cache = std::env::temp_dir().join(format!("anyspec-demo-test-{}", std::process::id()));
-    let report = demo_json(&cache);
+    let dir = temp_dir("demo", "quick");
+    let (cwd, cache) = (dir.join("empty"), dir.join("cache"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let report = demo_json(&cwd, &cache);
     assert_eq!(report["temperature"], 0.0);
     assert_eq!(report["prompts"].as_array().unwrap().len(), 2);
     let rows = report["rows"].as_array().unwrap();
@@ -64,19 +62,43 @@ fn quick_demo_prints_a_table_where_every_greedy_method_matches_autoregressive() 
     let model = rows.iter().find(|r| r["method"] == "model, same tokenizer").unwrap();
     assert!(model["accepted"].as_u64().unwrap() > 0, "{model}");
 
-    // The first run built the artifacts; the second reuses them.
+    // The assets came out of the binary into the cache directory, not from a source tree.
+    let assets_dir = PathBuf::from(report["assets"].as_str().unwrap());
+    assert!(assets_dir.starts_with(cache.join("demo-assets")), "{}", assets_dir.display());
+    assert!(assets_dir.join("target/model.safetensors").is_file());
+
+    // The first run built the artifacts; the second reuses them, and the unpacked assets.
     let artifacts = report["artifacts"].as_array().unwrap();
     assert!(!artifacts.is_empty());
     assert!(artifacts.iter().all(|a| a["built"] == true), "{artifacts:?}");
-    let again = demo_json(&cache);
+    assert!(artifacts.iter().all(|a| Path::new(a["path"].as_str().unwrap()).starts_with(cache.join("demo"))));
+    let again = demo_json(&cwd, &cache);
     assert!(again["artifacts"].as_array().unwrap().iter().all(|a| a["built"] == false));
     assert_eq!(again["rows"][0]["matches_ar"], true);
-    std::fs::remove_dir_all(&cache).ok();
+    assert_eq!(again["assets"], report["assets"]);
+    assert_eq!(std::fs::read_dir(cache.join("demo-assets")).unwrap().count(), 1);
+
+    // Nothing was written in the working directory, and the cache holds only anyspec's areas.
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0, "the demo wrote into its working directory");
+    let list = crate::support::json(&anyspec(&["cache", "list", "--json", "--cache-dir", cache.to_str().unwrap()]));
+    assert_eq!(list["others"].as_array().unwrap().len(), 0, "{list}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn a_directory_without_demo_assets_is_a_clear_error() {
-    let out = anyspec(&["demo", "--model", "tiny", "--assets", env!("CARGO_MANIFEST_DIR"), "--no-progress"]);
+    let cache = temp_dir("demo", "no-assets");
+    let out = anyspec(&[
+        "demo",
+        "--model",
+        "tiny",
+        "--assets",
+        env!("CARGO_MANIFEST_DIR"),
+        "--no-progress",
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&cache).ok();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--assets") && err.contains("cargo xtask demo-assets"), "{err}");
@@ -84,7 +106,7 @@ fn a_directory_without_demo_assets_is_a_clear_error() {
 
 #[test]
 fn methods_selects_rows_and_sampling_runs_them() {
-    let cache = std::env::temp_dir().join(format!("anyspec-demo-methods-{}", std::process::id()));
+    let cache = temp_dir("demo", "methods");
     let (assets, cache_arg) = (assets(), cache.to_str().unwrap().to_string());
     let common = [
         "demo",
@@ -94,7 +116,7 @@ fn methods_selects_rows_and_sampling_runs_them() {
         "--no-progress",
         "--assets",
         assets.to_str().unwrap(),
-        "--cache",
+        "--cache-dir",
         &cache_arg,
     ];
     let mut args = common.to_vec();
@@ -120,11 +142,14 @@ fn methods_selects_rows_and_sampling_runs_them() {
 
 #[test]
 fn too_many_prompts_and_an_unknown_model_file_are_clear_errors() {
-    let out = anyspec(&["demo", "--model", "tiny", "--prompts", "1000", "--no-progress"]);
+    let cache = temp_dir("demo", "errors");
+    let cache = cache.to_str().unwrap();
+    let out = anyspec(&["demo", "--model", "tiny", "--prompts", "1000", "--no-progress", "--cache-dir", cache]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--prompts 1000") && err.contains("1..="), "{err}");
-    let out = anyspec(&["demo", "--model-file", "/nonexistent/model.gguf", "--no-progress"]);
+    let out = anyspec(&["demo", "--model-file", "/nonexistent/model.gguf", "--no-progress", "--cache-dir", cache]);
+    std::fs::remove_dir_all(cache).ok();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--model-file /nonexistent/model.gguf"), "{err}");
@@ -138,7 +163,7 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
     ) else {
         return;
     };
-    let cache = std::env::temp_dir().join(format!("anyspec-demo-smollm2-{}", std::process::id()));
+    let cache = temp_dir("demo", "smollm2");
     let out = anyspec(&[
         "demo",
         "--model-file",
@@ -153,9 +178,7 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
         "16",
         "--json",
         "--no-progress",
-        "--assets",
-        assets().to_str().unwrap(),
-        "--cache",
+        "--cache-dir",
         cache.to_str().unwrap(),
     ]);
     std::fs::remove_dir_all(&cache).ok();

@@ -1,6 +1,7 @@
 //! Integration tests of the `anyspec` binary, compiled as one test binary.
 
 mod affinity;
+mod cache;
 mod demo;
 mod dict;
 mod generate;

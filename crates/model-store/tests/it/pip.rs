@@ -52,7 +52,10 @@ mod scripts {
         let DownloadError::PipFailed { stderr_tail, command, .. } = &err else { panic!("{err:?}") };
         assert!(stderr_tail.ends_with("No matching distribution found for fake-pkg==0.1.0"), "{stderr_tail}");
         assert!(!stderr_tail.contains("line 4\n") && stderr_tail.contains("line 15"), "{stderr_tail}");
-        assert!(command.contains("pip download --no-deps --only-binary :all: fake-pkg==0.1.0"), "{command}");
+        assert!(
+            command.contains("pip download --no-deps --only-binary :all: --no-cache-dir fake-pkg==0.1.0"),
+            "{command}"
+        );
         assert!(err.to_string().contains("No matching distribution"));
     }
 

