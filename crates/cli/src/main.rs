@@ -34,7 +34,8 @@ pub(crate) struct GlobalArgs {
     #[arg(long, global = true)]
     no_progress: bool,
     /// Where anyspec keeps fetched models, the demo's unpacked assets and built artifacts
-    /// (default: $ANYSPEC_CACHE, else $XDG_CACHE_HOME/anyspec, else ~/.cache/anyspec).
+    /// (default: $ANYSPEC_CACHE, else $XDG_CACHE_HOME/anyspec, else ~/.cache/anyspec;
+    /// ~/Library/Caches/anyspec on macOS, %LOCALAPPDATA%\anyspec on Windows).
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<std::path::PathBuf>,
 }

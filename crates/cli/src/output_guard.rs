@@ -63,6 +63,24 @@ pub(crate) fn check_output(output: &Output<'_>, inputs: &[(&str, &Path)]) -> any
     )
 }
 
+/// Refuses two of `inputs` that name the same file (the same path, a link to it, or a hard link):
+/// counting a corpus or merging a shard twice would silently double its counts.
+pub(crate) fn check_counted_once(inputs: &[(&str, &Path)]) -> anyhow::Result<()> {
+    for (i, &(first_flag, first)) in inputs.iter().enumerate() {
+        for &(second_flag, second) in &inputs[i + 1..] {
+            if same_file(first, second) {
+                bail!(
+                    "{first_flag} {} and {second_flag} {} are the same file: its counts would be added twice; give \
+                     each input once",
+                    first.display(),
+                    second.display(),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An example output path inside the directory `dir`.
 fn example(dir: &Path, kind: ArtifactKind) -> PathBuf {
     dir.join(match kind {

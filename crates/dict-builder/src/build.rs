@@ -18,7 +18,7 @@ use crate::table::{ContinuationTable, TokenizedNgrams};
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] for bad parameters (including orders above those counted),
-/// [`Error::Tokenizer`], [`Error::Fst`].
+/// [`Error::EmptyCorpus`] when the counts hold no n-gram, [`Error::Tokenizer`], [`Error::Fst`].
 pub fn build_dictionary(
     counts: &NgramCounts,
     vocabulary: &Vocabulary,
@@ -33,6 +33,9 @@ pub fn build_dictionary(
             "at most the highest order counted (count again with a higher --max-order)",
             format!("{:?} with counts up to order {}", params.orders, counts.max_order()),
         ));
+    }
+    if counts.distinct(1) == 0 {
+        return Err(Error::EmptyCorpus { text_bytes: counts.text_bytes() });
     }
     let ngrams = TokenizedNgrams::new(counts, vocabulary.tokenizer(), params, threads, progress)?;
     let table = ContinuationTable::build(&ngrams, &params.orders, params.max_prefix, params.max_continuation);

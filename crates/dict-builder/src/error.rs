@@ -93,6 +93,15 @@ pub enum Error {
         /// Fingerprint of the tokenizer given.
         given: String,
     },
+    /// The counts hold no text: a dictionary built from them would have no entries.
+    #[error(
+        "the corpus holds no text ({text_bytes} bytes counted, no n-grams): a dictionary built from it would be \
+         empty; give a non-empty corpus (for JSON Lines, check that the text field is the right one)"
+    )]
+    EmptyCorpus {
+        /// Bytes of text counted.
+        text_bytes: u64,
+    },
     /// Count shards cannot be merged because they were counted differently.
     #[error("cannot merge {path}: {problem}; count every shard with the same settings")]
     IncompatibleShards {

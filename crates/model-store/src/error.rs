@@ -11,7 +11,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// None of the variables that place the cache is set.
-    #[error("no cache directory: set ANYSPEC_CACHE (or XDG_CACHE_HOME, or HOME) to a directory anyspec may write")]
+    #[error(
+        "no cache directory: set ANYSPEC_CACHE (or XDG_CACHE_HOME; or HOME, LOCALAPPDATA on Windows) to a directory anyspec may write"
+    )]
     NoCacheDir,
     /// A name that is not in [`known_models`](crate::known_models).
     #[error("unknown model `{name}`: the known models are {known}")]

@@ -9,7 +9,8 @@
 //! # Types
 //!
 //! - [`cache_root`] decides where the cache is: an explicit directory, else `$ANYSPEC_CACHE`,
-//!   else `$XDG_CACHE_HOME/anyspec`, else `$HOME/.cache/anyspec`.
+//!   else `$XDG_CACHE_HOME/anyspec`, else the platform's cache directory's `anyspec`
+//!   (`$HOME/.cache`, `$HOME/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows).
 //! - [`KnownModel`] pins a model file: the package, version and sha256 of its wheel, the member's
 //!   path, its sha256 and size. [`known_models`], [`find_known`] and [`require_known`] list and
 //!   look them up; [`SMOLLM2_135M_INSTRUCT_Q4_1`] is the first.

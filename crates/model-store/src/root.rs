@@ -2,8 +2,11 @@
 //!
 //! The resolution follows the XDG Base Directory Specification
 //! (<https://specifications.freedesktop.org/basedir-spec/latest/>) for `XDG_CACHE_HOME`: an
-//! empty or relative value is ignored, and the fallback is `$HOME/.cache`. `ANYSPEC_CACHE` comes
-//! first so that one variable moves anyspec's cache alone.
+//! empty or relative value is ignored. Without it, the platform's own cache directory: `$HOME/.cache`
+//! on Linux and other Unix systems, `$HOME/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows
+//! (the directories Apple's and Microsoft's guidelines name, as the `directories` crate returns
+//! them; four variables do not justify a dependency). `ANYSPEC_CACHE` comes first so that one
+//! variable moves anyspec's cache alone.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,7 +17,9 @@ use crate::error::{Error, Result};
 pub const CACHE_ENV: &str = "ANYSPEC_CACHE";
 
 /// The cache root: `override_dir` if given, else `$ANYSPEC_CACHE`, else
-/// `$XDG_CACHE_HOME/anyspec`, else `$HOME/.cache/anyspec`.
+/// `$XDG_CACHE_HOME/anyspec`, else the platform's cache directory's `anyspec`:
+/// `$HOME/.cache/anyspec` (Linux, other Unix), `$HOME/Library/Caches/anyspec` (macOS),
+/// `%LOCALAPPDATA%\anyspec` (Windows).
 ///
 /// This is the one place that decides it; a command-line flag passes its value as
 /// `override_dir`. Empty variables count as unset, and a relative `XDG_CACHE_HOME` is ignored as
@@ -24,12 +29,45 @@ pub const CACHE_ENV: &str = "ANYSPEC_CACHE";
 ///
 /// [`Error::NoCacheDir`] when no override is given and none of the variables is usable.
 pub fn cache_root(override_dir: Option<&Path>) -> Result<PathBuf> {
-    resolve(override_dir, |name| std::env::var_os(name))
+    resolve_on(Platform::current(), override_dir, |name| std::env::var_os(name))
 }
 
-/// [`cache_root`] with the environment as a function, so that tests need not touch the
-/// process's environment (which other threads read concurrently).
+/// Which convention places the cache when no variable does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Platform {
+    /// `$HOME/.cache` (XDG's default): Linux and the other Unix systems.
+    Xdg,
+    /// `$HOME/Library/Caches`.
+    MacOs,
+    /// `%LOCALAPPDATA%`.
+    Windows,
+}
+
+impl Platform {
+    pub(crate) fn current() -> Self {
+        if cfg!(target_os = "macos") {
+            Self::MacOs
+        } else if cfg!(windows) {
+            Self::Windows
+        } else {
+            Self::Xdg
+        }
+    }
+}
+
+/// [`cache_root`] on this platform with the environment as a function, so that tests need not
+/// touch the process's environment (which other threads read concurrently).
+#[cfg(test)]
 pub(crate) fn resolve(override_dir: Option<&Path>, env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf> {
+    resolve_on(Platform::Xdg, override_dir, env)
+}
+
+/// [`cache_root`] for `platform`, with the environment as a function.
+pub(crate) fn resolve_on(
+    platform: Platform,
+    override_dir: Option<&Path>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf> {
     if let Some(dir) = override_dir {
         return Ok(dir.to_path_buf());
     }
@@ -40,10 +78,12 @@ pub(crate) fn resolve(override_dir: Option<&Path>, env: impl Fn(&str) -> Option<
     if let Some(dir) = non_empty("XDG_CACHE_HOME").filter(|dir| dir.is_absolute()) {
         return Ok(dir.join("anyspec"));
     }
-    if let Some(home) = non_empty("HOME") {
-        return Ok(home.join(".cache").join("anyspec"));
-    }
-    Err(Error::NoCacheDir)
+    let platform_dir = match platform {
+        Platform::Xdg => non_empty("HOME").map(|home| home.join(".cache")),
+        Platform::MacOs => non_empty("HOME").map(|home| home.join("Library").join("Caches")),
+        Platform::Windows => non_empty("LOCALAPPDATA"),
+    };
+    platform_dir.map(|dir| dir.join("anyspec")).ok_or(Error::NoCacheDir)
 }
 
 #[cfg(test)]
@@ -96,6 +136,23 @@ mod tests {
         let err = resolve(None, env_of(&[])).unwrap_err();
         assert!(matches!(err, Error::NoCacheDir));
         assert!(err.to_string().contains("ANYSPEC_CACHE"));
+    }
+
+    #[test]
+    fn macos_and_windows_use_their_own_cache_directories_unless_xdg_is_set() {
+        let mac = env_of(&[("HOME", "/Users/u")]);
+        assert_eq!(resolve_on(Platform::MacOs, None, mac).unwrap(), PathBuf::from("/Users/u/Library/Caches/anyspec"));
+        let windows = env_of(&[("LOCALAPPDATA", "C:/Users/u/AppData/Local"), ("HOME", "/h")]);
+        assert_eq!(
+            resolve_on(Platform::Windows, None, windows).unwrap(),
+            PathBuf::from("C:/Users/u/AppData/Local/anyspec")
+        );
+        // Windows has no $HOME fallback: without LOCALAPPDATA it says which variable to set.
+        assert!(matches!(resolve_on(Platform::Windows, None, env_of(&[("HOME", "/h")])), Err(Error::NoCacheDir)));
+        // An explicit XDG_CACHE_HOME or ANYSPEC_CACHE wins on every platform.
+        let xdg = env_of(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/Users/u")]);
+        assert_eq!(resolve_on(Platform::MacOs, None, xdg).unwrap(), PathBuf::from("/x/anyspec"));
+        assert_eq!(resolve_on(Platform::Windows, None, env_of(ALL)).unwrap(), PathBuf::from("/a"));
     }
 
     #[test]

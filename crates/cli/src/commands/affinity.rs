@@ -14,7 +14,7 @@ use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
 use crate::output::{print_json, print_text, table};
-use crate::output_guard::{Output, check_output};
+use crate::output_guard::{Output, check_counted_once, check_output};
 
 /// Token-affinity matrices for RDK (out-of-vocabulary sampling).
 #[derive(Debug, clap::Args)]
@@ -168,6 +168,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .collect();
     let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Affinity, force: args.force };
     check_output(&output, &inputs)?;
+    check_counted_once(&inputs[1..])?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.text_field.clone() };

@@ -12,7 +12,7 @@ use crate::output::{print_json, print_text, table};
 /// downloads (`downloads`), the demo's built artifacts (`demo`) and its small models and prompts
 /// unpacked from the binary (`demo-assets`). Everything there is rebuilt or fetched again on
 /// demand. The directory is --cache-dir, else $ANYSPEC_CACHE, else $XDG_CACHE_HOME/anyspec, else
-/// ~/.cache/anyspec; files of yours in it are listed and never removed.
+/// the platform's (~/.cache/anyspec on Linux); files of yours in it are listed and never removed.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(subcommand)]

@@ -16,7 +16,7 @@ use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
 use crate::output::{print_json, print_text, table};
-use crate::output_guard::{Output, check_output};
+use crate::output_guard::{Output, check_counted_once, check_output};
 
 /// Build, shard and evaluate static n-gram dictionaries (DictSpec).
 #[derive(Debug, clap::Args)]
@@ -254,6 +254,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .collect();
     let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Dictionary, force: args.force };
     check_output(&output, &inputs)?;
+    check_counted_once(&inputs[1..])?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let counts = if args.counts.is_empty() {
@@ -330,6 +331,7 @@ fn count(args: CountArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let inputs: Vec<(&str, &Path)> = args.corpus.corpus.iter().map(|p| ("--corpus", p.as_path())).collect();
     let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::CountShard, force: args.force };
     check_output(&output, &inputs)?;
+    check_counted_once(&inputs)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.corpus.text_field.clone() };
     let counts = NgramCounts::count_files(&args.corpus.corpus, &options, args.max_order, args.threads, progress)
@@ -342,6 +344,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let inputs: Vec<(&str, &Path)> = args.shards.iter().map(|p| ("shard", p.as_path())).collect();
     let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::CountShard, force: args.force };
     check_output(&output, &inputs)?;
+    check_counted_once(&inputs)?;
     let started = Instant::now();
     let counts = NgramCounts::merge_shards(&args.shards)?;
     counts.write_shard(&args.output)?;
@@ -409,6 +412,15 @@ fn emulate_command(args: EmulateArgs, progress: &dyn Progress) -> anyhow::Result
     let config = EmulationConfig { gamma: args.gamma, prompt_tokens: args.prompt_tokens };
     let started = Instant::now();
     let counts = emulate(drafter.as_mut(), &sequences, &config, progress).map_err(dict_flag_error)?;
+    if counts.tokens == 0 {
+        let total: usize = sequences.iter().map(Vec::len).sum();
+        bail!(
+            "no tokens to replay: the --text files hold {total} tokens in {} sequences, none after the first \
+             --prompt-tokens {} of a sequence; give longer text (or a smaller --prompt-tokens)",
+            sequences.len(),
+            args.prompt_tokens
+        );
+    }
     let report = EmulateReport {
         drafter: args.drafter,
         gamma: args.gamma,

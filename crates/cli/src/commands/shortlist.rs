@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::commands::affinity::affinity_flag_error;
 use crate::output::{print_json, print_text};
-use crate::output_guard::{Output, check_output};
+use crate::output_guard::{Output, check_counted_once, check_output};
 
 /// Frequency-ranked drafter shortlists (FR pruning).
 #[derive(Debug, clap::Args)]
@@ -108,6 +108,8 @@ struct Report {
     coverage: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     seconds: Option<f64>,
+    /// What the user should know about this shortlist (empty when all is well).
+    warnings: Vec<String>,
 }
 
 fn report(path: &Path, list: &Shortlist, vocabulary: Option<&Vocabulary>, seconds: Option<f64>) -> Report {
@@ -125,7 +127,24 @@ fn report(path: &Path, list: &Shortlist, vocabulary: Option<&Vocabulary>, second
         corpus_tokens: list.corpus_tokens(),
         coverage: list.coverage(),
         seconds,
+        warnings: Vec::new(),
     }
+}
+
+/// A warning when the corpus has fewer distinct tokens than the shortlist keeps: the rest are
+/// kept in token-id order, which ranks nothing.
+fn unseen_warning(list: &Shortlist, frequencies: &TokenFrequencies) -> Option<String> {
+    let counts = frequencies.counts();
+    let unseen = list.ids().iter().filter(|&&id| counts[id as usize] == 0 && !list.forced().contains(&id)).count();
+    (unseen > 0).then(|| {
+        let seen = counts.iter().filter(|&&c| c > 0).count();
+        format!(
+            "{unseen} of the {} kept tokens never occur in the corpus (it has {seen} distinct tokens): they were \
+             kept in token-id order, not by frequency; count a larger corpus, or pass a --size of at most {}",
+            list.ids().len(),
+            list.ids().len() - unseen
+        )
+    })
 }
 
 fn print_report(report: &Report, json: bool, verb: &str) -> anyhow::Result<()> {
@@ -156,6 +175,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .collect();
     let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::Shortlist, force: args.force };
     check_output(&output, &inputs)?;
+    check_counted_once(&inputs[1..])?;
     let vocabulary = load_vocabulary(&args.tokenizer)?;
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.text_field.clone() };
@@ -169,7 +189,12 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .map_err(affinity_flag_error)?;
     list.save(&args.output).with_context(|| format!("-o {}: cannot write the shortlist", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
-    print_report(&report(&args.output, &list, Some(&vocabulary), Some(seconds)), args.json, "wrote")
+    let mut report = report(&args.output, &list, Some(&vocabulary), Some(seconds));
+    if let Some(warning) = unseen_warning(&list, &frequencies) {
+        tracing::warn!("{warning}");
+        report.warnings.push(warning);
+    }
+    print_report(&report, args.json, "wrote")
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {

@@ -33,7 +33,7 @@ pub(crate) struct Args {
     /// Tokens generated per method.
     #[arg(long, default_value_t = 20_000)]
     tokens: usize,
-    /// Target vocabulary size.
+    /// Target vocabulary size, 2..=4096 (the toy models are dense vocab × vocab tables).
     #[arg(long, default_value_t = 48)]
     vocab: usize,
     /// Share of the drafter's vocabulary that the target also has, for the heterogeneous rules.
@@ -92,9 +92,18 @@ struct Scenario {
     deterministic_rule: DeterministicRule,
 }
 
+/// The largest `--vocab`. Every toy model is a dense `vocab × vocab` table of f32 (a row per
+/// context token), and the run holds three of them (the target, its drafter, the drafter over
+/// another vocabulary): 4096 costs 3 × 64 MiB; memory and set-up time grow with the square.
+const MAX_VOCAB: usize = 4096;
+
 pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
-    if args.vocab < 2 {
-        anyhow::bail!("--vocab must be at least 2, got {}", args.vocab);
+    if !(2..=MAX_VOCAB).contains(&args.vocab) {
+        anyhow::bail!(
+            "--vocab must be in 2..={MAX_VOCAB}, got {}: the toy models are dense vocab × vocab tables, so memory \
+             grows with its square",
+            args.vocab
+        );
     }
     if args.tokens == 0 {
         anyhow::bail!("--tokens must be at least 1");

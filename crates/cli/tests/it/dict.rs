@@ -100,3 +100,52 @@ fn errors_name_the_flag_or_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("corpus.txt is not an anyspec n-gram dictionary"));
 }
+
+#[test]
+fn empty_text_and_inputs_given_twice_are_refused() {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-dict-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
+    std::fs::write(dir.join("empty.txt"), "").unwrap();
+
+    // An empty corpus writes no dictionary (it used to write a 0-entry one and exit 0).
+    let out =
+        anyspec(&["dict", "build", "--tokenizer", &tokenizer, "--corpus", &path("empty.txt"), "-o", &path("e.dict")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("corpus holds no text") && err.contains("non-empty corpus"), "{err}");
+    assert!(!dir.join("e.dict").exists(), "a refused build left a file");
+
+    // The same corpus twice, directly or through a link, would count it twice.
+    let twice = ["dict", "build", "--tokenizer", &tokenizer, "--corpus", &corpus, "--corpus"];
+    let out = anyspec(&[&twice[..], &[&corpus, "-o", &path("t.dict")]].concat());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("are the same file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&corpus, dir.join("link.txt")).unwrap();
+        let out = anyspec(&[&twice[..], &[&path("link.txt"), "-o", &path("t.dict")]].concat());
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("counts would be added twice"));
+    }
+
+    // Merging one shard twice would double its counts.
+    json(&anyspec(&["dict", "count", "--corpus", &corpus, "-o", &path("a.counts"), "--json"]));
+    let out = anyspec(&["dict", "merge", &path("a.counts"), &path("a.counts"), "-o", &path("m.counts")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are the same file"));
+    assert!(!dir.join("m.counts").exists());
+
+    // Emulating on text without tokens says so instead of reporting a 0× speedup.
+    let out =
+        anyspec(&["dict", "emulate", "--tokenizer", &tokenizer, "--drafter", "prompt", "--text", &path("empty.txt")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no tokens to replay"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -68,3 +68,38 @@ fn errors_name_the_flag_and_the_fix() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("built for the drafter tokenizer"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_size_beyond_the_tokens_seen_is_reported_as_a_warning() {
+    let dir = temp_dir("shortlist", "unseen");
+    let tokenizer = fixture("tokenizer.json");
+    let corpus = dir.join("tiny.txt");
+    std::fs::write(&corpus, "the the the").unwrap();
+    let build = |size: &str, name: &str| {
+        let out = anyspec(&[
+            "shortlist",
+            "build",
+            "--tokenizer",
+            &tokenizer,
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--size",
+            size,
+            "-o",
+            dir.join(name).to_str().unwrap(),
+            "--json",
+        ]);
+        (json(&out), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (built, stderr) = build("30", "big.bin");
+    let warnings = built["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{built}");
+    let warning = warnings[0].as_str().unwrap();
+    assert!(warning.contains("never occur in the corpus") && warning.contains("--size"), "{warning}");
+    assert!(stderr.contains("never occur in the corpus"), "the warning is not on stderr: {stderr}");
+    // The size it suggests keeps only tokens that were seen (plus the forced end-of-sequence).
+    let suggested = warning.rsplit("at most ").next().unwrap().trim().to_owned();
+    let (small, _) = build(&suggested, "small.bin");
+    assert_eq!(small["warnings"].as_array().unwrap().len(), 0, "{small}");
+    std::fs::remove_dir_all(&dir).ok();
+}

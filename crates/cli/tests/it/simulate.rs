@@ -32,6 +32,9 @@ fn bad_flags_name_the_flag() {
         (vec!["--top-p", "1.5"], "--top-p must be in (0, 1]"),
         (vec!["--gamma", "0"], "--gamma must be ≥ 1"),
         (vec!["--overlap", "0"], "--overlap must be in (0, 1]"),
+        // Dense vocab × vocab tables: 10^8 used to abort on allocation.
+        (vec!["--vocab", "100000000"], "--vocab must be in 2..=4096"),
+        (vec!["--vocab", "1"], "--vocab must be in 2..=4096"),
     ] {
         let out = anyspec(&[&["simulate", "--tokens", "10"][..], &args].concat());
         assert!(!out.status.success(), "{args:?} was accepted");
