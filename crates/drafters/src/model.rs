@@ -16,10 +16,17 @@ use rand::RngCore;
 /// The drafter keeps its own KV cache: each call compares the context with the tokens it has
 /// cached and reuses the common prefix, so a rejected suffix is dropped and an accepted one is
 /// reused without being told which happened.
+///
+/// A drafter whose context window is shorter than the context slides over it: it sees only the
+/// most recent tokens, from an offset that is kept while the window allows, so the cache is
+/// rebuilt once per half window rather than at every step. Its drafts are worse than with the
+/// whole context, and still verified by the target, so the output is unchanged.
 #[derive(Clone, Debug)]
 pub struct ModelDrafter {
     session: Session,
     target_vocab_size: usize,
+    /// Where the window starts in the context once the context outgrows it (0 while it fits).
+    window_start: usize,
 }
 
 impl ModelDrafter {
@@ -30,12 +37,25 @@ impl ModelDrafter {
     /// embedding matrices may differ (checkpoints pad them). Drafter ids at or beyond the target's
     /// vocabulary are never proposed; target ids beyond the drafter's get probability 0.
     pub fn new(model: Llama, target_vocab_size: usize) -> Self {
-        ModelDrafter { session: Session::new(model), target_vocab_size }
+        ModelDrafter { session: Session::new(model), target_vocab_size, window_start: 0 }
     }
 
     /// The drafter's model.
     pub fn model(&self) -> &Llama {
         self.session.model()
+    }
+
+    /// The first context position the drafter feeds, for a context of `len` tokens of which at
+    /// most `fits` can be fed: 0 while the whole context fits; once it does not, the offset of
+    /// the last half window, kept (so the drafter's cache stays valid) until the context outgrows
+    /// it again.
+    fn window_start(&mut self, len: usize, fits: usize) -> usize {
+        if len <= fits {
+            self.window_start = 0;
+        } else if self.window_start > len || len - self.window_start > fits {
+            self.window_start = len - (fits / 2).max(1);
+        }
+        self.window_start
     }
 
     /// The drafter's logits for the next token after `sequence`, as a row over the target's
@@ -65,16 +85,19 @@ impl Drafter for ModelDrafter {
         if context.is_empty() || context.iter().any(|&t| t as usize >= drafter_vocab) {
             return Ok(Draft::empty());
         }
-        let room = self.model().config().max_position_embeddings.saturating_sub(context.len());
-        // The last drafted token is sampled, never fed, so a full window still allows one more.
-        let count = max_tokens.min(room + 1);
-        let mut sequence = context.to_vec();
+        let window = self.model().config().max_position_embeddings;
+        if window == 0 || max_tokens == 0 {
+            return Ok(Draft::empty());
+        }
+        // The last drafted token is sampled, never fed: `count` tokens need `count - 1` positions
+        // beyond the context, so at most `fits` context tokens can be fed.
+        let count = max_tokens.min(window);
+        let fits = window + 1 - count;
+        let start = self.window_start(context.len(), fits);
+        let mut sequence = context[start..].to_vec();
         let mut tokens = Vec::with_capacity(count);
         let mut distributions = Vec::with_capacity(count);
         for _ in 0..count {
-            if sequence.len() > self.model().config().max_position_embeddings {
-                break;
-            }
             let logits = self.next_logits(&sequence)?;
             let token = if sampling.is_greedy() {
                 // The greedy token straight from the logits: no softmax over the vocabulary.
@@ -170,6 +193,48 @@ mod tests {
         let again = reused.propose(&context, 4, &greedy, &mut rng).unwrap();
         let fresh = ModelDrafter::new(load("mistral-window-f16"), 320).propose(&context, 4, &greedy, &mut rng).unwrap();
         assert_eq!(again, fresh);
+    }
+
+    /// The fixture `name` with its context window cut to `window` positions (its files copied
+    /// into a temporary directory with an edited config.json).
+    fn load_with_window(name: &str, window: usize) -> Llama {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data").join(name);
+        let dir = std::env::temp_dir().join(format!("anyspec-drafter-window-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["model.safetensors", "tokenizer.json"] {
+            std::fs::copy(source.join(file), dir.join(file)).unwrap();
+        }
+        let config = std::fs::read_to_string(source.join("config.json")).unwrap();
+        let edited =
+            config.replace("\"max_position_embeddings\": 128", &format!("\"max_position_embeddings\": {window}"));
+        assert_ne!(edited, config, "the fixture's window is no longer 128");
+        std::fs::write(dir.join("config.json"), edited).unwrap();
+        let model = Checkpoint::open(&dir).unwrap().load_model(&DeviceChoice::Cpu.device().unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        model
+    }
+
+    #[test]
+    fn a_drafter_with_a_short_window_slides_over_the_context() {
+        let greedy = SamplingConfig::greedy();
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut short = ModelDrafter::new(load_with_window("llama3-gqa", 16), 320);
+        // A 30-token context in a 16-position window: the drafter used to propose nothing here.
+        let context: Vec<u32> = (0..30).map(|i| 40 + (i * 7) % 200).collect();
+        let draft = short.propose(&context, 4, &greedy, &mut rng).unwrap();
+        assert_eq!(draft.len(), 4);
+        // It drafts from the most recent tokens: a drafter with the whole window sees the same
+        // tail and proposes the same tokens.
+        let tail = &context[context.len() - 6..];
+        let mut whole = ModelDrafter::new(load("llama3-gqa"), 320);
+        assert_eq!(whole.propose(tail, 4, &greedy, &mut rng).unwrap(), draft);
+        // Speculative decoding with it, far past its window, still gives the target's output.
+        let plain = run(None, greedy.clone(), 0);
+        let mut short = ModelDrafter::new(load_with_window("llama3-gqa", 16), 320);
+        let out = run(Some(&mut short), greedy, 0);
+        assert_eq!(out.tokens, plain.tokens);
+        assert!(out.stats.accepted > 0, "{:?}", out.stats);
+        assert!(out.stats.drafted >= 4 * (out.stats.steps - 2), "it stopped drafting: {:?}", out.stats);
     }
 
     #[test]

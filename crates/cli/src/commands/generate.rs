@@ -200,6 +200,40 @@ struct Report {
     tokens_per_step: f64,
     draft_ms: f64,
     verify_ms: f64,
+    /// What went wrong without stopping the run (a drafter that never drafted, or never was
+    /// right); empty when all is well. Each is also logged once on stderr.
+    warnings: Vec<String>,
+}
+
+/// Fewer rejected drafted tokens than this, all rejected, are no evidence of a useless drafter.
+pub(crate) const REJECTED_DRAFTS_TO_WARN: u64 = 16;
+
+/// Why a drafter that ran did not help, when it did not: it proposed nothing, or nothing it
+/// proposed was accepted. `who` names it ("--drafter PATH", a demo row's method).
+pub(crate) fn drafter_warning(who: &str, stats: &anyspec_core::Stats) -> Option<String> {
+    if stats.steps > 0 && stats.drafted == 0 {
+        Some(format!("{who} proposed no token in {} steps, so it only cost time", stats.steps))
+    } else if stats.drafted >= REJECTED_DRAFTS_TO_WARN && stats.accepted == 0 {
+        Some(format!(
+            "{who}: all {} drafted tokens were rejected, so it only cost time: it does not predict this target",
+            stats.drafted
+        ))
+    } else {
+        None
+    }
+}
+
+/// [`drafter_warning`] for `--drafter`, with what to do about it.
+fn drafter_warnings(stats: &anyspec_core::Stats, drafter: &Path) -> Vec<String> {
+    let who = format!("--drafter {}", drafter.display());
+    let Some(warning) = drafter_warning(&who, stats) else { return Vec::new() };
+    let fix = if stats.drafted == 0 {
+        "its vocabulary may not cover the target's tokens (a drafter with another tokenizer needs --algo); check \
+         the pair with `anyspec vocab stats`, or run without --drafter"
+    } else {
+        "choose a drafter trained on similar text, or run without --drafter"
+    };
+    vec![format!("{warning}; {fix}")]
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -241,6 +275,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         None => None,
         Some(dir) => {
             let checkpoint = open(dir, "--drafter")?;
+            let window = checkpoint.config().max_position_embeddings;
+            if window < prompt.len() + args.gamma {
+                tracing::warn!(
+                    "--drafter {}: its context window is {window} positions and the prompt {} tokens: it drafts from \
+                     the most recent tokens only, which it sees without what came before",
+                    dir.display(),
+                    prompt.len()
+                );
+            }
             let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &tokenizer, &checkpoint)?;
             match &args.algo {
                 None => {
@@ -310,6 +353,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     stream.finish()?;
 
     let stats = &generation.stats;
+    let warnings = args.drafter.as_deref().map(|path| drafter_warnings(stats, path)).unwrap_or_default();
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
     let report = Report {
         text: tokenizer.decode(&generation.tokens)?,
         tokens: generation.tokens.clone(),
@@ -335,6 +382,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         tokens_per_step: stats.tokens_per_step(),
         draft_ms: ms(stats.draft_time),
         verify_ms: ms(stats.verify_time),
+        warnings,
     };
     if args.json {
         return print_json(&report);
@@ -571,5 +619,34 @@ impl<'a> TextStream<'a> {
             writeln!(std::io::stdout())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use anyspec_core::Stats;
+
+    use super::{REJECTED_DRAFTS_TO_WARN, drafter_warnings};
+
+    fn stats(steps: u64, drafted: u64, accepted: u64) -> Stats {
+        Stats { steps, drafted, accepted, ..Stats::default() }
+    }
+
+    #[test]
+    fn a_drafter_that_never_drafts_or_is_never_right_is_warned_about_once() {
+        let path = Path::new("d");
+        let silent = drafter_warnings(&stats(20, 0, 0), path);
+        assert_eq!(silent.len(), 1);
+        assert!(silent[0].contains("proposed no token in 20 steps"), "{silent:?}");
+        let wrong = drafter_warnings(&stats(20, 60, 0), path);
+        assert_eq!(wrong.len(), 1);
+        assert!(wrong[0].contains("all 60 drafted tokens were rejected"), "{wrong:?}");
+        assert!(silent[0].contains("--algo") && wrong[0].contains("similar text"), "the fix is not named");
+        // Helpful drafters, and too few rejections to judge, are not warned about.
+        assert!(drafter_warnings(&stats(20, 60, 1), path).is_empty());
+        assert!(drafter_warnings(&stats(3, REJECTED_DRAFTS_TO_WARN - 1, 0), path).is_empty());
+        assert!(drafter_warnings(&stats(0, 0, 0), path).is_empty());
     }
 }

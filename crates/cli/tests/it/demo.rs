@@ -58,6 +58,16 @@ fn quick_demo_prints_a_table_where_every_greedy_method_matches_autoregressive() 
             assert_eq!(accepted + steps, row["generated"].as_u64().unwrap(), "{method}");
         }
     }
+    // A warning names exactly the rows that drafted nothing or had every drafted token rejected.
+    let warnings: Vec<&str> = report["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    for row in &rows[1..] {
+        let (drafted, accepted) = (row["drafted"].as_u64().unwrap(), row["accepted"].as_u64().unwrap());
+        let useless = drafted == 0 || (drafted >= 16 && accepted == 0);
+        let method = row["method"].as_str().unwrap();
+        let warned =
+            warnings.iter().any(|w| w.starts_with(&format!("{method}:")) || w.starts_with(&format!("{method} ")));
+        assert_eq!(warned, useless, "{method}: drafted {drafted}, accepted {accepted}, warnings {warnings:?}");
+    }
     // The model drafter must actually draft and sometimes be right on this text.
     let model = rows.iter().find(|r| r["method"] == "model, same tokenizer").unwrap();
     assert!(model["accepted"].as_u64().unwrap() > 0, "{model}");

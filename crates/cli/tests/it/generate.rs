@@ -54,6 +54,43 @@ fn greedy_speculative_decoding_equals_autoregressive_token_for_token() {
 }
 
 #[test]
+fn a_drafter_whose_every_draft_is_rejected_is_a_warning_on_stderr_and_in_json() {
+    let target = fixture("llama3-gqa");
+    let run = |drafter: &str| {
+        let drafter = fixture(drafter);
+        let out = anyspec(&[
+            "generate",
+            "--target",
+            target.to_str().unwrap(),
+            "--drafter",
+            drafter.to_str().unwrap(),
+            "--prompt",
+            "The quick brown fox",
+            "--max-tokens",
+            "40",
+            "--ignore-eos",
+            "--gamma",
+            "3",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // This fixture drafts for another random model: every draft is rejected.
+    let (report, stderr) = run("qwen2-tied-bf16");
+    assert_eq!(report["accepted"], 0, "{report}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{report}");
+    assert!(warnings[0].as_str().unwrap().contains("drafted tokens were rejected"), "{report}");
+    assert_eq!(stderr.matches("drafted tokens were rejected").count(), 1, "warned not exactly once: {stderr}");
+    // The target drafting for itself is always right: no warning.
+    let (report, stderr) = run("llama3-gqa");
+    assert_eq!(report["warnings"], serde_json::json!([]));
+    assert!(!stderr.contains("WARN"), "{stderr}");
+}
+
+#[test]
 fn every_verification_place_gives_the_same_greedy_tokens() {
     let drafter = fixture("qwen2-tied-bf16");
     let drafter = drafter.to_str().unwrap();

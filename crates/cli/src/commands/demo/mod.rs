@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use self::assets::{Artifact, Assets, HeteroDrafter, TargetSource};
 use crate::GlobalArgs;
 use crate::bridge;
+use crate::commands::generate::drafter_warning;
 use crate::commands::theory::flag_error;
 use crate::output::{print_json, print_text, table};
 
@@ -319,6 +320,20 @@ struct Report {
     rows: Vec<Row>,
     /// Methods left out, with the reason.
     skipped: Vec<String>,
+    /// Methods that ran but could not help (drafted nothing, or nothing they drafted was
+    /// accepted); empty when all is well. Each is also logged once on stderr.
+    warnings: Vec<String>,
+}
+
+/// A warning per row whose drafter drafted nothing, or had every drafted token rejected.
+fn drafter_warnings(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.key != "ar")
+        .filter_map(|row| {
+            let stats = Stats { steps: row.steps, drafted: row.drafted, accepted: row.accepted, ..Stats::default() };
+            drafter_warning(&row.method, &stats)
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -498,9 +513,13 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
         groups,
         sample,
         artifacts: std::mem::take(&mut assets.artifacts),
+        warnings: drafter_warnings(&rows),
         rows,
         skipped,
     };
+    for warning in &report.warnings {
+        tracing::warn!("{warning}");
+    }
     if args.json {
         return print_json(&report);
     }
