@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use anyspec_model_store::{KnownModel, ModelStore, cache_root, known_models, require_known};
+use anyspec_model_store::{ModelStore, cache_root, select_known};
 
 /// Options of `fetch-models`.
 #[derive(Debug, clap::Args)]
@@ -26,19 +26,10 @@ pub(crate) struct Args {
 #[allow(clippy::print_stderr, clippy::print_stdout)]
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let store = ModelStore::new(cache_root(args.cache_dir.as_deref())?);
-    let models: Vec<&KnownModel> = match &args.model {
-        Some(name) => vec![require_known(name)?],
-        None => known_models().iter().collect(),
-    };
-    for model in models {
+    for model in select_known(args.model.as_deref())? {
         let path = store
-            .fetch(model, &mut |step: &str| eprintln!("{}: {step}", model.name))
+            .fetch_checked(model, args.verify, &mut |step: &str| eprintln!("{}: {step}", model.name))
             .with_context(|| format!("fetching {}", model.name))?;
-        if args.verify {
-            eprintln!("{}: checking the sha256 of {}", model.name, path.display());
-            store.verify(model).with_context(|| format!("verifying {}", model.name))?;
-            eprintln!("{}: sha256 {} as pinned", model.name, model.file_sha256);
-        }
         println!("{}", path.display());
     }
     Ok(())

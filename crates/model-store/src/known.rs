@@ -70,9 +70,29 @@ pub fn require_known(name: &str) -> Result<&'static KnownModel> {
     })
 }
 
+/// The known model called `name`, or every known model when `name` is `None` (what a
+/// `--model NAME` flag that defaults to all of them selects).
+///
+/// # Errors
+///
+/// [`Error::UnknownModel`] when no known model has that name.
+pub fn select_known(name: Option<&str>) -> Result<Vec<&'static KnownModel>> {
+    match name {
+        Some(name) => Ok(vec![require_known(name)?]),
+        None => Ok(KNOWN.iter().collect()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn select_known_is_one_model_by_name_or_all_of_them() {
+        assert_eq!(select_known(None).unwrap().len(), known_models().len());
+        assert_eq!(select_known(Some(SMOLLM2_135M_INSTRUCT_Q4_1.name)).unwrap(), vec![&SMOLLM2_135M_INSTRUCT_Q4_1]);
+        assert!(matches!(select_known(Some("gpt-5")), Err(Error::UnknownModel { .. })));
+    }
 
     #[test]
     fn every_known_model_is_found_by_its_name() {

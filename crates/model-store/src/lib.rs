@@ -83,7 +83,7 @@ pub mod testing;
 pub use bundle::{BundleFile, Unpacked, bundle_digest, unpack_bundle};
 pub use download::{Downloader, PipDownloader};
 pub use error::{DownloadError, Error, Result};
-pub use known::{KnownModel, SMOLLM2_135M_INSTRUCT_Q4_1, find_known, known_models, require_known};
+pub use known::{KnownModel, SMOLLM2_135M_INSTRUCT_Q4_1, find_known, known_models, require_known, select_known};
 pub use layout::{AREAS, Area, AreaUsage, CacheUsage};
 pub use root::{CACHE_ENV, cache_root};
 pub use store::{FetchReporter, ModelStore};

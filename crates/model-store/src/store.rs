@@ -159,6 +159,22 @@ impl ModelStore {
         Ok(destination)
     }
 
+    /// [`fetch`](Self::fetch), then, with `verify`, a full sha256 check of the file even when
+    /// it was already in the cache ([`verify`](Self::verify)), reported as two more steps.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`fetch`](Self::fetch) and [`verify`](Self::verify).
+    pub fn fetch_checked(&self, model: &KnownModel, verify: bool, reporter: &mut dyn FetchReporter) -> Result<PathBuf> {
+        let path = self.fetch(model, reporter)?;
+        if verify {
+            reporter.on_step(&format!("checking the sha256 of {}", path.display()));
+            self.verify(model)?;
+            reporter.on_step(&format!("sha256 {} as pinned", model.file_sha256));
+        }
+        Ok(path)
+    }
+
     /// The located file of `model` after a full sha256 check.
     ///
     /// A file with the right size but the wrong digest is removed (the cache only holds files

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, bail};
 use anyspec_model_store::layout::{self, AreaUsage, CacheUsage};
-use anyspec_model_store::{AREAS, Area, KnownModel, ModelStore, known_models, require_known};
+use anyspec_model_store::{AREAS, Area, ModelStore, select_known};
 use serde::Serialize;
 
 use crate::GlobalArgs;
@@ -128,19 +128,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs) -> anyhow::Result<()> {
 #[allow(clippy::print_stderr)]
 fn fetch(root: &std::path::Path, model: Option<&str>, verify: bool) -> anyhow::Result<()> {
     let store = ModelStore::new(root.to_owned());
-    let models: Vec<&KnownModel> = match model {
-        Some(name) => vec![require_known(name)?],
-        None => known_models().iter().collect(),
-    };
-    for model in models {
+    for model in select_known(model)? {
         let path = store
-            .fetch(model, &mut |step: &str| eprintln!("{}: {step}", model.name))
+            .fetch_checked(model, verify, &mut |step: &str| eprintln!("{}: {step}", model.name))
             .with_context(|| format!("fetching {}", model.name))?;
-        if verify {
-            eprintln!("{}: checking the sha256 of {}", model.name, path.display());
-            store.verify(model).with_context(|| format!("verifying {}", model.name))?;
-            eprintln!("{}: sha256 {} as pinned", model.name, model.file_sha256);
-        }
         print_text(&path.display().to_string())?;
     }
     Ok(())

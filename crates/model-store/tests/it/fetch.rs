@@ -208,3 +208,26 @@ fn the_real_model_is_fetched_and_verified_with_the_network() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), model.file_size);
     assert_eq!(store.verify(&model).unwrap(), path);
 }
+
+#[test]
+fn fetch_checked_rehashes_a_file_already_in_the_cache_when_asked() {
+    let fixture = Fixture::new();
+    let dir = TempDir::new("fetch-checked");
+    let store = ModelStore::new(dir.path().to_path_buf());
+    let path = store.model_path(&fixture.model);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &fixture.model_bytes).unwrap();
+    let mut steps = Vec::new();
+    let found = store.fetch_checked(&fixture.model, true, &mut |step: &str| steps.push(step.to_owned())).unwrap();
+    assert_eq!(found, path);
+    assert!(steps.iter().any(|s| s.contains("as pinned")), "{steps:?}");
+    // Without verify a same-size corrupt file passes (the cheap size check); with it, it is caught
+    // and removed.
+    let mut corrupt = fixture.model_bytes.clone();
+    corrupt[7] ^= 1;
+    std::fs::write(&path, &corrupt).unwrap();
+    assert!(store.fetch_checked(&fixture.model, false, &mut silent()).is_ok());
+    let err = store.fetch_checked(&fixture.model, true, &mut silent()).unwrap_err();
+    assert!(matches!(err, Error::Checksum { .. }), "{err}");
+    assert!(!path.exists());
+}
