@@ -7,12 +7,12 @@
 
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::layout::Area;
+use crate::temporary::{Removal, io_error, unique_suffix};
 
 /// One file of a bundle: its path relative to the bundle's directory (`/`-separated), and its
 /// bytes.
@@ -26,9 +26,6 @@ pub struct Unpacked {
     /// True when this call wrote the files, false when a complete copy was already there.
     pub unpacked: bool,
 }
-
-/// Distinguishes the temporary directories of concurrent unpackings inside one process.
-static UNPACK_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The first 16 hex digits of the sha256 of every file's name and bytes, lengths included.
 pub fn bundle_digest(files: &[BundleFile]) -> String {
@@ -72,9 +69,9 @@ pub fn unpack_bundle(root: &Path, area: Area, files: &[BundleFile]) -> Result<Un
         std::fs::remove_dir_all(&path).map_err(io_error("remove the damaged copy", &path))?;
     }
     std::fs::create_dir_all(&area_dir).map_err(io_error("create directory", &area_dir))?;
-    let unique = format!("{}-{}", std::process::id(), UNPACK_COUNTER.fetch_add(1, Ordering::Relaxed));
+    let unique = unique_suffix();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut temporary = TempDir { path: area_dir.join(format!(".{name}.{unique}.tmp")), armed: true };
+    let temporary = Removal::dir(area_dir.join(format!(".{name}.{unique}.tmp")));
     for (name, bytes) in files {
         let file_path = temporary.path.join(name);
         if let Some(parent) = file_path.parent() {
@@ -86,7 +83,7 @@ pub fn unpack_bundle(root: &Path, area: Area, files: &[BundleFile]) -> Result<Un
     }
     match std::fs::rename(&temporary.path, &path) {
         Ok(()) => {
-            temporary.armed = false;
+            temporary.disarm();
             Ok(Unpacked { path, unpacked: true })
         }
         // Another process renamed its complete copy into place first: use that one (ours goes
@@ -101,25 +98,4 @@ fn is_complete(dir: &Path, files: &[BundleFile]) -> bool {
     files.iter().all(|(name, bytes)| {
         std::fs::metadata(dir.join(name)).is_ok_and(|meta| meta.is_file() && meta.len() == bytes.len() as u64)
     })
-}
-
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let path = path.to_path_buf();
-    move |source| Error::Io { action, path, source }
-}
-
-/// A temporary directory removed when dropped (every early return cleans up after itself).
-struct TempDir {
-    path: PathBuf,
-    /// False once the directory has been renamed into place.
-    armed: bool,
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if self.armed {
-            // Best effort: a leftover `.tmp` directory is never read, and `cache clear` removes it.
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
 }

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::temporary::io_error;
 
 /// One directory of the cache root, owned by one part of anyspec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,9 +155,4 @@ fn area_usage(root: &Path, area: Area) -> Result<AreaUsage> {
         }
     }
     Ok(AreaUsage { area, path, exists, files, bytes })
-}
-
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let path = path.to_path_buf();
-    move |source| Error::Io { action, path, source }
 }

@@ -78,6 +78,7 @@ mod known;
 pub mod layout;
 mod root;
 mod store;
+mod temporary;
 pub mod testing;
 
 pub use bundle::{BundleFile, Unpacked, bundle_digest, unpack_bundle};

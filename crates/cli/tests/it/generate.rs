@@ -11,13 +11,20 @@ fn anyspec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_anyspec")).args(args).output().expect("the anyspec binary runs")
 }
 
-fn generate_json(extra: &[&str]) -> serde_json::Value {
+/// `generate --json` on the llama3-gqa fixture with `extra` flags: the report and what was
+/// written to stderr.
+fn generate_with_stderr(extra: &[&str]) -> (serde_json::Value, String) {
     let target = fixture("llama3-gqa");
     let mut args = vec!["generate", "--target", target.to_str().unwrap(), "--prompt", "The quick brown fox", "--json"];
     args.extend_from_slice(extra);
     let out = anyspec(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("--json prints one JSON object")
+    let report = serde_json::from_slice(&out.stdout).expect("--json prints one JSON object");
+    (report, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn generate_json(extra: &[&str]) -> serde_json::Value {
+    generate_with_stderr(extra).0
 }
 
 fn stderr_of_failure(args: &[&str]) -> String {
@@ -55,27 +62,10 @@ fn greedy_speculative_decoding_equals_autoregressive_token_for_token() {
 
 #[test]
 fn a_drafter_whose_every_draft_is_rejected_is_a_warning_on_stderr_and_in_json() {
-    let target = fixture("llama3-gqa");
     let run = |drafter: &str| {
         let drafter = fixture(drafter);
-        let out = anyspec(&[
-            "generate",
-            "--target",
-            target.to_str().unwrap(),
-            "--drafter",
-            drafter.to_str().unwrap(),
-            "--prompt",
-            "The quick brown fox",
-            "--max-tokens",
-            "40",
-            "--ignore-eos",
-            "--gamma",
-            "3",
-            "--json",
-        ]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        (report, String::from_utf8_lossy(&out.stderr).into_owned())
+        let drafter = drafter.to_str().unwrap();
+        generate_with_stderr(&["--max-tokens", "40", "--ignore-eos", "--drafter", drafter, "--gamma", "3"])
     };
     // This fixture drafts for another random model: every draft is rejected.
     let (report, stderr) = run("qwen2-tied-bf16");
