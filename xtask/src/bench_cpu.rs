@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
-use anyspec_models::{Checkpoint, DeviceChoice, Engine, Llama, LoadOptions, WeightFormat};
+use anyspec_models::{Checkpoint, DeviceChoice, Engine, Kernel, Llama, LoadOptions, WeightFormat};
 use serde::Serialize;
 
 /// Options of `bench-cpu`.
@@ -206,19 +206,27 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let device = DeviceChoice::Cpu.device()?;
     let mut rows = Vec::new();
     let mut params = 0;
-    let mut variants: Vec<(Engine, Option<WeightFormat>, &str)> = vec![(Engine::Native, None, "as in the file")];
+    // (engine, storage, label, kernel): `None` is the best kernel for this CPU.
+    let mut variants: Vec<(Engine, Option<WeightFormat>, &str, Option<Kernel>)> =
+        vec![(Engine::Native, None, "as in the file", None)];
+    if Kernel::best() == Kernel::Avx512Q8 {
+        // The AVX2 kernel beside it, on the same file: the ratio is AVX-512 VNNI's gain.
+        variants.push((Engine::Native, None, "as in the file", Some(Kernel::Avx2Q8)));
+    }
     if !args.quantized_only {
-        variants.push((Engine::Native, Some(WeightFormat::F32), "f32 (converted at load)"));
-        variants.push((Engine::Native, Some(WeightFormat::F16), "f16 (converted at load)"));
-        variants.push((Engine::Burn, None, "f32 (dequantized at load)"));
+        variants.push((Engine::Native, Some(WeightFormat::F32), "f32 (converted at load)", None));
+        variants.push((Engine::Native, Some(WeightFormat::F16), "f16 (converted at load)", None));
+        variants.push((Engine::Burn, None, "f32 (dequantized at load)", None));
     }
     for &threads in &args.threads {
-        for &(engine, storage, label) in &variants {
+        for &(engine, storage, label, kernel) in &variants {
             if engine == Engine::Burn && threads != args.threads[0] {
                 continue; // burn's flex backend picks its own threads.
             }
-            eprintln!("measuring {engine} engine, {label}, {threads} threads…");
-            let options = LoadOptions::engine(engine).with_threads(Some(threads)).with_storage(storage);
+            let which = kernel.map_or("best".to_string(), |k| format!("{k:?}"));
+            eprintln!("measuring {engine} engine, {label}, {which} kernel, {threads} threads…");
+            let options =
+                LoadOptions::engine(engine).with_threads(Some(threads)).with_storage(storage).with_kernel(kernel);
             let model = checkpoint.load_model_with(&device, &options)?;
             params = parameters(&model);
             let (pass_ms, decode, prefill) = measure(&model, &prompt, args.reps)?;

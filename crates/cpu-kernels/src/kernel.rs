@@ -19,14 +19,46 @@ pub enum Kernel {
     /// and meet `Q4_0`/`Q4_1`/`Q8_0` weight blocks in integer dot products. Cheaper per weight,
     /// not bit-exact to the f32 reference. Other formats use [`Kernel::Avx2`].
     Avx2Q8,
+    /// x86-64 AVX-512 (F, BW) with VNNI: [`Kernel::Avx2Q8`]'s computation, with the
+    /// interleaved layout's products ([`Matrix::interleave_rows`](crate::Matrix::interleave_rows))
+    /// done by `vpdpbusd` on sixteen weight rows per instruction. Bit-identical to
+    /// [`Kernel::Avx2Q8`]; cheaper when several activation rows are scored at once (a draft's
+    /// positions). Row-layout matrices and other formats use [`Kernel::Avx2Q8`]'s kernels.
+    Avx512Q8,
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU supports (detected at run time): [`Kernel::Avx2Q8`] on
-    /// x86-64 with AVX2, FMA and F16C (it is [`Kernel::Avx2`] for the formats it does not
-    /// handle), else [`Kernel::Scalar`].
+    /// The fastest kernel this CPU supports (detected at run time): [`Kernel::Avx512Q8`] on
+    /// x86-64 with AVX-512 VNNI, else [`Kernel::Avx2Q8`] on x86-64 with AVX2, FMA and F16C
+    /// (both are [`Kernel::Avx2`] for the formats they do not handle), else
+    /// [`Kernel::Scalar`].
     pub fn best() -> Kernel {
-        if Kernel::Avx2Q8.is_supported() { Kernel::Avx2Q8 } else { Kernel::Scalar }
+        [Kernel::Avx512Q8, Kernel::Avx2Q8].into_iter().find(|k| k.is_supported()).unwrap_or(Kernel::Scalar)
+    }
+
+    /// Every kernel, in the order [`Kernel::best`] prefers them (the portable one last).
+    pub const ALL: [Kernel; 4] = [Kernel::Avx512Q8, Kernel::Avx2Q8, Kernel::Avx2, Kernel::Scalar];
+
+    /// Whether the kernel rounds the activations to 8 bits per 32-block (llama.cpp's design)
+    /// for the quantized formats, rather than computing with the file's weights and f32
+    /// activations exactly.
+    pub fn quantizes_activations(self) -> bool {
+        matches!(self, Kernel::Avx2Q8 | Kernel::Avx512Q8)
+    }
+
+    /// Whether the kernel has products for the interleaved layout
+    /// ([`Matrix::interleave_rows`](crate::Matrix::interleave_rows)); the others read an
+    /// interleaved matrix back row by row, for no gain.
+    pub fn reads_interleaved(self) -> bool {
+        self.quantizes_activations()
+    }
+
+    /// The order of the interleaved groups this kernel reads as one sequential stream.
+    pub(crate) fn group_order(self) -> crate::interleave::Order {
+        match self {
+            Kernel::Avx512Q8 => crate::interleave::Order::Pairs,
+            _ => crate::interleave::Order::Groups,
+        }
     }
 
     /// Whether this CPU has the kernel's instructions.
@@ -34,6 +66,7 @@ impl Kernel {
         match self {
             Kernel::Scalar => true,
             Kernel::Avx2 | Kernel::Avx2Q8 => avx2_supported(),
+            Kernel::Avx512Q8 => avx2_supported() && avx512_vnni_supported(),
         }
     }
 
@@ -46,7 +79,7 @@ impl Kernel {
     pub(crate) fn prepare(self, format: WeightFormat, x: &[f32], m: usize, cols: usize) -> Prepared {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2Q8 if crate::sys::avx2_q8::handles(format) => {
+            Kernel::Avx2Q8 | Kernel::Avx512Q8 if crate::sys::avx2_q8::handles(format) => {
                 Prepared(crate::sys::avx2_q8::quantize_x(format, x, m, cols))
             }
             _ => {
@@ -72,9 +105,13 @@ impl Kernel {
     ) {
         match (self, &prepared.0) {
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2Q8, Some(xq)) => crate::sys::avx2_q8::dot_rows(format, rows, xq, first, outs),
+            (Kernel::Avx2Q8 | Kernel::Avx512Q8, Some(xq)) => {
+                crate::sys::avx2_q8::dot_rows(format, rows, xq, first, outs)
+            }
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2 | Kernel::Avx2Q8, _) => crate::sys::avx2::dot_rows(format, rows, x, cols, outs),
+            (Kernel::Avx2 | Kernel::Avx2Q8 | Kernel::Avx512Q8, _) => {
+                crate::sys::avx2::dot_rows(format, rows, x, cols, outs)
+            }
             _ => {
                 let _ = first;
                 let mut out = [0.0f32; crate::matrix::MAX_M];
@@ -99,7 +136,7 @@ impl Kernel {
     pub(crate) fn dot_groups(
         self,
         format: WeightFormat,
-        data: &[u8],
+        groups: crate::interleave::Grouped<'_>,
         range: std::ops::Range<usize>,
         prepared: &Prepared,
         first: usize,
@@ -107,9 +144,15 @@ impl Kernel {
     ) -> bool {
         match (self, &prepared.0) {
             #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2Q8, Some(xq)) => crate::sys::avx2_q8_groups::dot_groups(format, data, range, xq, first, outs),
+            (Kernel::Avx2Q8, Some(xq)) => {
+                crate::sys::avx2_q8_groups::dot_groups(format, groups, range, xq, first, outs)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx512Q8, Some(xq)) => {
+                crate::sys::avx512_q8_groups::dot_groups(format, groups, range, xq, first, outs)
+            }
             _ => {
-                let _ = (format, data, range, first, outs);
+                let _ = (format, groups, range, first, outs);
                 false
             }
         }
@@ -131,5 +174,17 @@ fn avx2_supported() -> bool {
 
 #[cfg(not(target_arch = "x86_64"))]
 fn avx2_supported() -> bool {
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx512_vnni_supported() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx512_vnni_supported() -> bool {
     false
 }

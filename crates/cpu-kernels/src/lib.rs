@@ -78,7 +78,13 @@
 //! overrides it. All of them read each weight block once per product and apply it to all
 //! M ≤ 8 activation rows (more rows go in groups of 8 while the weight row is in L1).
 //!
-//! - [`Kernel::Avx2Q8`] (the default on x86-64 with AVX2/FMA/F16C), llama.cpp's design: the
+//! - [`Kernel::Avx512Q8`] (the default on x86-64 with AVX-512 F/BW and VNNI):
+//!   [`Kernel::Avx2Q8`]'s computation, with the interleaved layout's products done by
+//!   `vpdpbusd` (four byte products summed into a 32-bit lane in one instruction) on sixteen
+//!   weight rows per 512-bit register. Bit-identical to [`Kernel::Avx2Q8`] (the integer block
+//!   sums are exact either way and the float operations that follow are the same), so a model
+//!   decodes the same tokens on either CPU; the gain is in scoring several positions at once.
+//! - [`Kernel::Avx2Q8`] (the default on x86-64 with AVX2/FMA/F16C without AVX-512 VNNI), llama.cpp's design: the
 //!   activations are quantized once per product to 8 bits per 32-block (as llama.cpp's AVX2
 //!   `quantize_row_q8_0`/`q8_1` do), and each `Q4_0`/`Q4_1`/`Q8_0` block meets each activation
 //!   block in an integer dot product (`vpmaddubsw`/`vpmaddwd`), one float scale per block

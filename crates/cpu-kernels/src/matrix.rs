@@ -5,6 +5,7 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use crate::format::{WeightFormat, dequantize_unchecked};
+use crate::interleave::{Grouped, Order};
 use crate::kernel::Kernel;
 use crate::{Error, Result, Threads};
 
@@ -25,8 +26,9 @@ enum Data {
     /// Rows of ggml blocks read in place from `owner.as_ref()[start..start + len]` (a memory
     /// map of the model file): no copy.
     Shared { owner: Arc<dyn AsRef<[u8]> + Send + Sync>, start: usize, len: usize },
-    /// The blocks of rows in groups of eight, interleaved ([`crate::interleave`]).
-    Interleaved(Vec<u8>),
+    /// The blocks of rows in groups of eight, interleaved ([`crate::interleave`]), the groups
+    /// in the order that the kernel set when they were interleaved reads best.
+    Interleaved(Vec<u8>, Order),
 }
 
 impl Data {
@@ -34,9 +36,17 @@ impl Data {
     #[inline]
     fn blocks(&self) -> Option<&[u8]> {
         match self {
-            Data::F32(_) | Data::Interleaved(_) => None,
+            Data::F32(_) | Data::Interleaved(..) => None,
             Data::Blocks(b) => Some(b),
             Data::Shared { owner, start, len } => Some(&(**owner).as_ref()[*start..*start + *len]),
+        }
+    }
+
+    /// The interleaved weights, if the rows are stored so.
+    fn grouped(&self) -> Option<Grouped<'_>> {
+        match self {
+            Data::Interleaved(data, order) => Some(Grouped { data, order: *order }),
+            _ => None,
         }
     }
 }
@@ -264,7 +274,7 @@ impl Matrix {
             Data::F32(v) => v.len() * 4,
             Data::Blocks(b) => b.len(),
             Data::Shared { len, .. } => *len,
-            Data::Interleaved(b) => b.len(),
+            Data::Interleaved(b, _) => b.len(),
         }
     }
 
@@ -283,8 +293,13 @@ impl Matrix {
     /// up to eight times the work of the row layout for a scattered selection, so interleave
     /// the matrices that are always multiplied whole (a model's layers), not a shortlisted LM
     /// head.
+    ///
+    /// The groups are ordered for the kernel set at the time of the call (set the kernel
+    /// first): [`Kernel::Avx512Q8`] reads pairs of groups at once and the others one group, and
+    /// each reads its own order as one sequential stream. Any kernel reads either order, with
+    /// the same results.
     pub fn interleave_rows(&mut self) -> bool {
-        if matches!(self.data, Data::Interleaved(_)) {
+        if self.is_interleaved() {
             return true;
         }
         if !crate::interleave::supports(self.format) {
@@ -292,13 +307,15 @@ impl Matrix {
         }
         let Some(rows) = self.data.blocks() else { return false };
         let blocks = self.cols / self.format.block_len();
-        self.data = Data::Interleaved(crate::interleave::interleave(self.format, self.rows, blocks, rows));
+        let order = self.kernel.group_order();
+        self.data =
+            Data::Interleaved(crate::interleave::interleave(self.format, self.rows, blocks, rows, order), order);
         true
     }
 
     /// Whether the rows are stored interleaved ([`interleave_rows`](Self::interleave_rows)).
     pub fn is_interleaved(&self) -> bool {
-        matches!(self.data, Data::Interleaved(_))
+        self.data.grouped().is_some()
     }
 
     /// The kernel the products use (by default [`Kernel::best`]).
@@ -317,12 +334,12 @@ impl Matrix {
     fn stored_format(&self) -> WeightFormat {
         match self.data {
             Data::F32(_) => WeightFormat::F32,
-            Data::Blocks(_) | Data::Shared { .. } | Data::Interleaved(_) => self.format,
+            Data::Blocks(_) | Data::Shared { .. } | Data::Interleaved(..) => self.format,
         }
     }
 
     /// Row `row` of an interleaved matrix, as the file stored it, into `out` (`row_bytes`).
-    fn interleaved_row(&self, groups: &[u8], row: usize, out: &mut [u8]) {
+    fn interleaved_row(&self, groups: Grouped<'_>, row: usize, out: &mut [u8]) {
         let blocks = self.cols / self.format.block_len();
         crate::interleave::row_blocks(self.format, blocks, groups, row, out);
     }
@@ -343,7 +360,7 @@ impl Matrix {
         if out.len() != self.cols {
             return Err(Error::Length { what: "row output", expected: self.cols, got: out.len() });
         }
-        if let Data::Interleaved(groups) = &self.data {
+        if let Some(groups) = self.data.grouped() {
             let mut blocks = vec![0u8; self.row_bytes];
             self.interleaved_row(groups, row, &mut blocks);
             dequantize_unchecked(self.format, &blocks, out);
@@ -358,9 +375,9 @@ impl Matrix {
 
     /// The whole matrix, row-major, exactly dequantized.
     pub fn to_f32(&self) -> Vec<f32> {
-        match (&self.data, self.data.blocks()) {
-            (Data::F32(v), _) => v.clone(),
-            (Data::Interleaved(groups), _) => {
+        match (&self.data, self.data.blocks(), self.data.grouped()) {
+            (Data::F32(v), _, _) => v.clone(),
+            (_, _, Some(groups)) => {
                 let mut out = vec![0.0; self.rows * self.cols];
                 let mut blocks = vec![0u8; self.row_bytes];
                 for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
@@ -369,7 +386,7 @@ impl Matrix {
                 }
                 out
             }
-            (_, b) => {
+            (_, b, None) => {
                 let mut out = vec![0.0; self.rows * self.cols];
                 dequantize_unchecked(self.format, b.unwrap_or(&[]), &mut out);
                 out
@@ -433,10 +450,10 @@ impl Matrix {
         }
         // About two chunks per thread, so that a thread slowed by another process does not
         // hold up the others for long (a worker that has not started costs nothing: the caller
-        // takes its chunks); at least 8 rows per chunk. Four per thread measured slower on
-        // small products at M = 1 (576x192 on 2 threads: 5.7 vs 4.9 us), for the extra
-        // chunk hand-overs.
-        let chunk = n.div_ceil(threads.count() * 2).max(8).next_multiple_of(8);
+        // takes its chunks). Four per thread measured slower on small products at M = 1 (576x192
+        // on 2 threads: 5.7 vs 4.9 us), for the extra chunk hand-overs. A multiple of 16 rows:
+        // a pair of groups of the interleaved layout, which the AVX-512 kernel computes at once.
+        let chunk = n.div_ceil(threads.count() * 2).max(16).next_multiple_of(16);
         let chunks = n.div_ceil(chunk);
         let mut parts: Vec<Vec<&mut [f32]>> = (0..chunks).map(|_| Vec::with_capacity(m)).collect();
         for row in y.chunks_exact_mut(n) {
@@ -461,7 +478,7 @@ impl Matrix {
         select: Option<&[u32]>,
         outs: &mut [&mut [f32]],
     ) {
-        if let Data::Interleaved(groups) = &self.data {
+        if let Some(groups) = self.data.grouped() {
             self.compute_interleaved(groups, prepared, x, m, range, select, outs);
             return;
         }
@@ -501,7 +518,7 @@ impl Matrix {
     /// the `m` activation rows, `MAX_M` at a time; `false` when the kernel has none.
     fn group_products(
         &self,
-        groups: &[u8],
+        groups: Grouped<'_>,
         range: std::ops::Range<usize>,
         prepared: &crate::kernel::Prepared,
         m: usize,
@@ -521,7 +538,7 @@ impl Matrix {
     #[allow(clippy::too_many_arguments)]
     fn compute_interleaved(
         &self,
-        groups: &[u8],
+        groups: Grouped<'_>,
         prepared: &crate::kernel::Prepared,
         x: &[f32],
         m: usize,
@@ -558,7 +575,7 @@ impl Matrix {
     #[allow(clippy::too_many_arguments)]
     fn group_outputs(
         &self,
-        groups: &[u8],
+        groups: Grouped<'_>,
         prepared: &crate::kernel::Prepared,
         x: &[f32],
         m: usize,

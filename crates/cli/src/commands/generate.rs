@@ -123,8 +123,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Matrix kernel of the native engine: `best` (llama.cpp's 8-bit activations for Q4/Q8
-    /// weights where AVX2 exists), `avx2` (f32 activations, exact to the file's weights), or
-    /// `scalar` (portable).
+    /// weights: `avx512-q8` where AVX-512 VNNI exists, else `avx2-q8`; the two give identical
+    /// logits), `avx2` (f32 activations, exact to the file's weights), or `scalar` (portable).
     #[arg(long, default_value = "best", value_parser = parse_kernel)]
     kernel: KernelChoice,
     /// Keep generating past the end-of-sequence token (for benchmarks).
@@ -160,7 +160,8 @@ pub(crate) fn parse_kernel(name: &str) -> Result<KernelChoice, String> {
         "scalar" => Kernel::Scalar,
         "avx2" => Kernel::Avx2,
         "avx2-q8" | "avx2q8" => Kernel::Avx2Q8,
-        _ => return Err(format!("unknown kernel {name:?}; use best, avx2, avx2-q8 or scalar")),
+        "avx512-q8" | "avx512q8" => Kernel::Avx512Q8,
+        _ => return Err(format!("unknown kernel {name:?}; use best, avx512-q8, avx2-q8, avx2 or scalar")),
     };
     if !kernel.is_supported() {
         return Err(format!("this CPU lacks the instructions of the {name} kernel; use best or scalar"));

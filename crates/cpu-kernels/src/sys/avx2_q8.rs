@@ -23,6 +23,9 @@ pub(crate) struct QuantizedX {
     /// `[m, blocks]`: the block's scale times the sum of its quantized values (for the
     /// `Q4_0`/`Q4_1` offset term).
     pub(super) s: Vec<f32>,
+    /// `[m, blocks]`: the sum of the block's quantized values (for the AVX-512 `Q8_0` kernel,
+    /// whose unsigned weights carry an offset of 128).
+    pub(super) sums: Vec<i32>,
     pub(super) cols: usize,
 }
 
@@ -37,7 +40,8 @@ pub(crate) fn quantize_x(format: WeightFormat, x: &[f32], m: usize, cols: usize)
         return None;
     }
     let blocks = m * cols / QK;
-    let mut q = QuantizedX { qs: vec![0; m * cols], d: vec![0.0; blocks], s: vec![0.0; blocks], cols };
+    let mut q =
+        QuantizedX { qs: vec![0; m * cols], d: vec![0.0; blocks], s: vec![0.0; blocks], sums: vec![0; blocks], cols };
     // SAFETY: AVX2/FMA/F16C checked above; `quantize_blocks` reads `blocks` blocks of 32 from
     // `x` (x.len() ≥ m·cols checked above) and writes as many into `q`, sized for them.
     unsafe { quantize_blocks(&x[..m * cols], &mut q, format == WeightFormat::Q4_1) };
@@ -80,7 +84,8 @@ unsafe fn quantize_blocks(x: &[f32], q: &mut QuantizedX, with_sum: bool) {
             let packed = _mm256_permutevar8x32_epi32(packed, perm);
             _mm256_storeu_si256(qs.as_mut_ptr().cast(), packed);
             q.d[b] = round_f16(d);
-            let total = hsum_i32(sum) as f32;
+            q.sums[b] = hsum_i32(sum);
+            let total = q.sums[b] as f32;
             q.s[b] = if with_sum { round_f16(d * total) } else { q.d[b] * total };
         }
     }

@@ -24,7 +24,7 @@ use std::ops::Range;
 
 use super::avx2_q8::QuantizedX;
 use crate::format::{QK, WeightFormat};
-use crate::interleave::{GROUP, group_bytes};
+use crate::interleave::{GROUP, Grouped, stored_bytes};
 
 /// For every output `j` of `range` (`range.start` a multiple of [`GROUP`]):
 /// `outs[i][j - range.start] ≈ Σ_k W[j, k] · x[(first + i)·cols + k]`, with the interleaved
@@ -32,7 +32,7 @@ use crate::interleave::{GROUP, group_bytes};
 /// having written nothing, when the format, a length or the CPU does not fit.
 pub(crate) fn dot_groups(
     format: WeightFormat,
-    data: &[u8],
+    groups: Grouped<'_>,
     range: Range<usize>,
     xq: &QuantizedX,
     first: usize,
@@ -46,7 +46,7 @@ pub(crate) fn dot_groups(
     let ok = crate::interleave::supports(format)
         && range.start.is_multiple_of(GROUP)
         && range.start <= range.end
-        && data.len() >= range.end.div_ceil(GROUP) * group_bytes(format, blocks)
+        && groups.data.len() >= stored_bytes(format, blocks, range.end.div_ceil(GROUP))
         && xq.qs.len() >= (first + m) * cols
         && xq.d.len() >= (first + m) * blocks
         && xq.s.len() >= (first + m) * blocks
@@ -60,9 +60,9 @@ pub(crate) fn dot_groups(
     unsafe {
         match (format, m) {
             (_, 0) => {}
-            (WeightFormat::Q8_0, _) => dispatch_m::<Q8_0>(data, range, xq, first, outs),
-            (WeightFormat::Q4_0, _) => dispatch_m::<Q4_0>(data, range, xq, first, outs),
-            _ => dispatch_m::<Q4_1>(data, range, xq, first, outs),
+            (WeightFormat::Q8_0, _) => dispatch_m::<Q8_0>(groups, range, xq, first, outs),
+            (WeightFormat::Q4_0, _) => dispatch_m::<Q4_0>(groups, range, xq, first, outs),
+            _ => dispatch_m::<Q4_1>(groups, range, xq, first, outs),
         }
     }
     true
@@ -77,7 +77,7 @@ const Q4_1: u8 = 2;
 /// As for [`groups_of`].
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dispatch_m<const F: u8>(
-    data: &[u8],
+    groups: Grouped<'_>,
     range: Range<usize>,
     xq: &QuantizedX,
     first: usize,
@@ -86,14 +86,14 @@ unsafe fn dispatch_m<const F: u8>(
     // SAFETY (every arm): as for this function.
     unsafe {
         match outs.len() {
-            1 => groups_of::<1, F>(data, range, xq, first, outs),
-            2 => groups_of::<2, F>(data, range, xq, first, outs),
-            3 => groups_of::<3, F>(data, range, xq, first, outs),
-            4 => groups_of::<4, F>(data, range, xq, first, outs),
-            5 => groups_of::<5, F>(data, range, xq, first, outs),
-            6 => groups_of::<6, F>(data, range, xq, first, outs),
-            7 => groups_of::<7, F>(data, range, xq, first, outs),
-            _ => groups_of::<8, F>(data, range, xq, first, outs),
+            1 => groups_of::<1, F>(groups, range, xq, first, outs),
+            2 => groups_of::<2, F>(groups, range, xq, first, outs),
+            3 => groups_of::<3, F>(groups, range, xq, first, outs),
+            4 => groups_of::<4, F>(groups, range, xq, first, outs),
+            5 => groups_of::<5, F>(groups, range, xq, first, outs),
+            6 => groups_of::<6, F>(groups, range, xq, first, outs),
+            7 => groups_of::<7, F>(groups, range, xq, first, outs),
+            _ => groups_of::<8, F>(groups, range, xq, first, outs),
         }
     }
 }
@@ -109,7 +109,7 @@ unsafe fn dispatch_m<const F: u8>(
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn groups_of<const M: usize, const F: u8>(
-    data: &[u8],
+    groups: Grouped<'_>,
     range: Range<usize>,
     xq: &QuantizedX,
     first: usize,
@@ -117,18 +117,21 @@ unsafe fn groups_of<const M: usize, const F: u8>(
 ) {
     let cols = xq.cols;
     let blocks = cols / QK;
-    let block_bytes = match F {
-        Q8_0 => WeightFormat::Q8_0.block_bytes(),
-        Q4_0 => WeightFormat::Q4_0.block_bytes(),
-        _ => WeightFormat::Q4_1.block_bytes(),
+    let format = match F {
+        Q8_0 => WeightFormat::Q8_0,
+        Q4_0 => WeightFormat::Q4_0,
+        _ => WeightFormat::Q4_1,
     };
-    let group_block = GROUP * block_bytes;
+    // From one of a group's blocks to its next (further than the next group block when the
+    // groups are stored in pairs).
+    let (data, order) = (groups.data, groups.order);
+    let stride = order.stride(format);
     // The header fields (d, and m for Q4_1), eight f16 lanes each.
     let header = if F == Q4_1 { 4 * GROUP } else { 2 * GROUP };
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
-    // SAFETY (whole body): group g's block b lies at data + (g·blocks + b)·group_block for the
-    // groups of `range` (checked by the caller); activation row i < M has its values at
+    // SAFETY (whole body): group g's block b lies at data + order.block_offset(g, 0) + b·stride
+    // for the groups of `range` (checked by the caller); activation row i < M has its values at
     // qp + i·cols and its scales at dp/sp + i·blocks; outs[i] holds range.len() values.
     unsafe {
         let qp = xq.qs.as_ptr().add(first * cols);
@@ -136,9 +139,9 @@ unsafe fn groups_of<const M: usize, const F: u8>(
         let sp = xq.s.as_ptr().add(first * blocks);
         for g in range.start / GROUP..range.end.div_ceil(GROUP) {
             let mut acc = [_mm256_setzero_ps(); M];
-            let gp = data.as_ptr().add(g * blocks * group_block);
+            let gp = data.as_ptr().add(order.block_offset(format, blocks, g, 0));
             for b in 0..blocks {
-                let p = gp.add(b * group_block);
+                let p = gp.add(b * stride);
                 let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
                 let w = p.add(header);
                 // The activation block's 4-byte chunk `c`, in every lane.

@@ -8,8 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub(crate) fn kernels() -> Vec<Kernel> {
-    let all = [Kernel::Scalar, Kernel::Avx2, Kernel::Avx2Q8];
-    all.into_iter().filter(|k| k.is_supported()).collect()
+    Kernel::ALL.into_iter().filter(|k| k.is_supported()).collect()
 }
 
 /// Random weight bytes of `format`: quantized through the reference quantizer where there is
@@ -73,7 +72,7 @@ fn assert_close(got: &[f32], want: &[f64], bounds: &[Bounds], kernel: Kernel, wh
     for (i, ((&g, &w), b)) in got.iter().zip(want).zip(bounds).enumerate() {
         let tol = match kernel {
             // Activations rounded to 8 bits (and their scales to f16): half a step per weight.
-            Kernel::Avx2Q8 => 1.01 * b.step + 2e-3 * b.magnitude + 1e-30,
+            k if k.quantizes_activations() => 1.01 * b.step + 2e-3 * b.magnitude + 1e-30,
             _ => 1e-5 * b.magnitude + 1e-30,
         };
         assert!((f64::from(g) - w).abs() <= tol, "{what}: y[{i}] = {g}, want {w} (tol {tol})");
@@ -171,8 +170,8 @@ fn kernels_agree_with_each_other() {
         let x: Vec<f32> = (0..5 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         let mut matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
         let mut outs = Vec::new();
-        // The exact-weight kernels only: Avx2Q8 rounds the activations.
-        for kernel in kernels().into_iter().filter(|&k| k != Kernel::Avx2Q8) {
+        // The exact-weight kernels only: Avx2Q8 and Avx512Q8 round the activations.
+        for kernel in kernels().into_iter().filter(|k| !k.quantizes_activations()) {
             matrix.set_kernel(kernel).unwrap();
             let mut y = vec![0.0; 5 * rows];
             matrix.matmul(&x, &mut y, &threads).unwrap();
@@ -283,7 +282,7 @@ fn interleaved_rows_give_the_row_layouts_products() {
             plain.matmul(&x, &mut a, &threads).unwrap();
             interleaved.matmul(&x, &mut b, &threads).unwrap();
             for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-                if kernel == Kernel::Avx2Q8 {
+                if kernel.quantizes_activations() {
                     assert!((p - q).abs() <= 1e-4 * (1.0 + p.abs()), "{format} {kernel:?} y[{i}]: {p} vs {q}");
                 } else {
                     assert_eq!(p.to_bits(), q.to_bits(), "{format} {kernel:?} y[{i}]: {p} vs {q}");
@@ -295,6 +294,41 @@ fn interleaved_rows_give_the_row_layouts_products() {
     let bytes = random_weights(WeightFormat::Q6_K, 8, 256, &mut rng);
     let mut k_quant = Matrix::from_bytes(WeightFormat::Q6_K, 8, 256, &bytes).unwrap();
     assert!(!k_quant.interleave_rows() && !k_quant.is_interleaved());
+}
+
+#[test]
+fn the_avx512_kernel_equals_the_avx2_kernel_bit_for_bit() {
+    // The same computation with other instructions (vpdpbusd on sixteen rows): identical outputs
+    // in both layouts, alone or batched, on one thread or three, whole or gathered, with an odd
+    // number of groups (a lone last group) and chunks that start on either group of a pair.
+    if !Kernel::Avx512Q8.is_supported() {
+        return; // no AVX-512 VNNI on this CPU: nothing to compare
+    }
+    let mut rng = StdRng::seed_from_u64(19);
+    let single = Threads::new(1).unwrap();
+    let three = Threads::new(3).unwrap();
+    for format in [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1] {
+        let (rows, cols) = (203, 160);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..9 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let select: Vec<u32> = (0..rows as u32).rev().step_by(3).collect();
+        for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+            for (m, threads) in [(1, &single), (2, &three), (6, &single), (8, &three), (9, &three)] {
+                let mut outputs = Vec::new();
+                for kernel in [Kernel::Avx2Q8, Kernel::Avx512Q8] {
+                    matrix.set_kernel(kernel).unwrap();
+                    let mut y = vec![0.0; m * rows];
+                    matrix.matmul(&x[..m * cols], &mut y, threads).unwrap();
+                    let mut g = vec![0.0; m * select.len()];
+                    matrix.matmul_rows(&x[..m * cols], &select, &mut g, threads).unwrap();
+                    outputs.push((y, g));
+                }
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&outputs[0].0), bits(&outputs[1].0), "{format} {layout} m={m}");
+                assert_eq!(bits(&outputs[0].1), bits(&outputs[1].1), "{format} {layout} m={m} gathered");
+            }
+        }
+    }
 }
 
 #[test]

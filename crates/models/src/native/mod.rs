@@ -218,7 +218,7 @@ impl NativeLlama {
             // per weight when the rows are interleaved in groups of eight (the other kernels
             // would read them back row by row, for no gain). A tied LM head is also the
             // embedding table: its rows are then read back one per token, which costs little.
-            if kernel == Kernel::Avx2Q8 {
+            if kernel.reads_interleaved() {
                 matrix.interleave_rows();
             }
         }

@@ -231,6 +231,17 @@ fn eight_bit_activations_stay_close_to_the_exact_products() {
     assert!(agree * 10 >= exact.len() * 9, "greedy choices agree at {agree} of {} positions", exact.len());
     let diff = max_abs_diff(&exact, &approximate);
     assert!(diff > 0.0, "8-bit activations changed nothing: is the kernel really selected?");
+    // The AVX-512 VNNI kernel computes the same thing with other instructions: the same logits,
+    // bit for bit, so a model decodes the same tokens on a CPU with AVX-512 as on one without.
+    if Kernel::Avx512Q8.is_supported() {
+        let options = LoadOptions::engine(Engine::Native).with_kernel(Some(Kernel::Avx512Q8)).with_threads(Some(2));
+        let vnni = all_logits(&load_gguf_with(&file.0, options));
+        for (a, b) in approximate.iter().flatten().zip(vnni.iter().flatten()) {
+            assert_eq!(a.to_bits(), b.to_bits(), "Avx512Q8 vs Avx2Q8 logits: {a} vs {b}");
+        }
+    } else {
+        eprintln!("SKIPPED (Avx512Q8 part): this CPU has no AVX-512 VNNI");
+    }
 }
 
 #[test]
