@@ -4,8 +4,9 @@
 //! 800 tokens of context each new token reads 9 heads × 800 keys and values in each of 30
 //! layers. [`attend_queries`] computes it for the queries that read one head of the cache (one
 //! query: [`attend_head`]) in two passes over a score buffer (scores, then the weighted sum of
-//! values), with AVX2/FMA where the CPU has them and a portable loop otherwise; both give the
-//! softmax of `q·k/√d` up to float rounding.
+//! values), with AVX2/FMA where the CPU has them (the softmax's exponentials eight at a time,
+//! like ggml's) and a portable loop otherwise; both give the softmax of `q·k/√d` up to float
+//! rounding.
 
 use std::cell::RefCell;
 
@@ -154,7 +155,7 @@ pub fn attend_queries(
             avx2::attention_scores_multi(queries, width, counts, keys, offset, stride, scale, scores, most);
             totals.clear();
             totals.extend(
-                counts.iter().enumerate().map(|(i, &c)| softmax_numerators(&mut scores[i * most..i * most + c])),
+                counts.iter().enumerate().map(|(i, &c)| avx2::softmax_numerators(&mut scores[i * most..i * most + c])),
             );
             avx2::attention_sum_multi(scores, most, counts, values, offset, stride, width, out);
             for ((o, &total), &count) in out.chunks_exact_mut(width).zip(totals.iter()).zip(counts) {
