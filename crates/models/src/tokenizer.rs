@@ -16,6 +16,16 @@ use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
 
+/// Parses the bytes of a `tokenizer.json`; the error is the message to show.
+///
+/// The `tokenizers` crate panics ("Helper") on some malformed JSON inside a section (its
+/// `decoder` deserializer unwraps an error), so the syntax is checked first, by serde_json alone.
+pub(crate) fn parse_tokenizer_json(bytes: &[u8]) -> std::result::Result<Tokenizer, String> {
+    serde_json::from_slice::<anyspec_core::artifact::JsonSyntax>(bytes)
+        .map_err(|e| format!("the file is not valid JSON ({e})"))?;
+    Tokenizer::from_bytes(bytes).map_err(|e| e.to_string())
+}
+
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.
 #[derive(Clone, Debug)]
 pub struct TextTokenizer {
@@ -28,8 +38,9 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Loads `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let inner = Tokenizer::from_file(path)
-            .map_err(|e| Error::Tokenizer { path: path.to_owned(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let inner =
+            parse_tokenizer_json(&bytes).map_err(|message| Error::Tokenizer { path: path.to_owned(), message })?;
         Ok(TextTokenizer::new(inner, path))
     }
 

@@ -148,3 +148,28 @@ fn non_positive_rope_theta_and_rms_norm_eps_are_refused_when_the_checkpoint_open
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// Found by `cargo xtask fuzz` (tokenizer-json target): malformed JSON inside the `decoder`
+/// section (here a lone surrogate escape) made the `tokenizers` crate panic while loading; the
+/// syntax is now checked first, and the error names the file and the position.
+#[test]
+fn a_tokenizer_with_malformed_json_is_an_error_not_a_panic() {
+    let source = crate::common::fixture_dir("llama3-gqa").join("tokenizer.json");
+    let text = std::fs::read_to_string(source).unwrap();
+    // The decoder's type, "ByteLevel", with a lone surrogate escape in the middle.
+    let decoder = text.find("\"decoder\"").unwrap();
+    let level = decoder + text[decoder..].find("ByteLevel").unwrap();
+    let bad = format!("{}Byte\\udc00Level{}", &text[..level], &text[level + "ByteLevel".len()..]);
+    let dir = std::env::temp_dir().join(format!("anyspec-models-bad-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, bad).unwrap();
+    let err = TextTokenizer::from_file(&path).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::Tokenizer { .. }), "{err:?}");
+    assert!(
+        message.contains("tokenizer.json") && message.contains("not valid JSON (lone leading surrogate"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
