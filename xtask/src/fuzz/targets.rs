@@ -18,7 +18,7 @@ use anyspec_core::NoProgress;
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary};
 use anyspec_gguf::tokenizer::{apply_chat_template, tokenizer_from_gguf, tokenizer_from_gguf_checked};
 use anyspec_gguf::{GgmlType, GgufFile, GgufWriter, MetadataValue};
-use anyspec_models::{Checkpoint, LlamaConfig};
+use anyspec_models::{Checkpoint, LlamaConfig, TextTokenizer};
 use anyspec_vocab_map::{Fingerprint, MatchMode, VocabMap, Vocabulary};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -48,8 +48,8 @@ pub(crate) const TARGETS: &[(&str, &str)] = &[
     ),
     (
         "tokenizer-json",
-        "anyspec_vocab_map::Vocabulary::from_bytes (the tokenizers crate, the id table and fingerprint), then \
-         encode and decode",
+        "anyspec_vocab_map::Vocabulary::from_bytes (the tokenizers crate, the id table and fingerprint) and \
+         anyspec_models::TextTokenizer::from_file, each then encoding and decoding",
     ),
 ];
 
@@ -101,7 +101,7 @@ pub(crate) fn make(name: &str, work: &Path) -> Result<Box<dyn Target>> {
         "shortlist" => Box::new(ShortlistTarget::new()?),
         "config-json" => Box::new(ConfigJson::new()?),
         "safetensors" => Box::new(Safetensors::new(work)?),
-        "tokenizer-json" => Box::new(TokenizerJson::new()?),
+        "tokenizer-json" => Box::new(TokenizerJson::new(work)?),
         "selftest-panic" | "selftest-abort" | "selftest-alloc" | "selftest-hang" => {
             Box::new(SelfTest { name: name.to_string(), seeds: vec![b"a valid input".to_vec()] })
         }
@@ -725,10 +725,11 @@ impl Target for Safetensors {
 
 struct TokenizerJson {
     seeds: Vec<Vec<u8>>,
+    path: PathBuf,
 }
 
 impl TokenizerJson {
-    fn new() -> Result<Self> {
+    fn new(work: &Path) -> Result<Self> {
         let seeds = [
             "crates/vocab-map/tests/data/tiny_bytelevel.json",
             "crates/vocab-map/tests/data/tiny_sentencepiece.json",
@@ -739,7 +740,7 @@ impl TokenizerJson {
         .iter()
         .map(|p| read(p))
         .collect::<Result<_>>()?;
-        Ok(TokenizerJson { seeds })
+        Ok(TokenizerJson { seeds, path: work.join("tokenizer.json") })
     }
 }
 
@@ -749,10 +750,16 @@ impl Target for TokenizerJson {
     }
 
     fn run(&mut self, bytes: &[u8]) -> std::result::Result<(), String> {
+        // The vocabulary (dictionaries, maps, affinities, shortlists) encodes without special
+        // tokens; the model's tokenizer adds them.
         let vocabulary = Vocabulary::from_bytes(bytes, Path::new("fuzz/tokenizer.json")).map_err(fail)?;
         black_box(vocabulary.fingerprint());
-        let encoding = vocabulary.tokenizer().encode(SAMPLE, true).map_err(fail)?;
+        let encoding = vocabulary.tokenizer().encode(SAMPLE, false).map_err(fail)?;
         vocabulary.tokenizer().decode(encoding.get_ids(), false).map_err(fail)?;
+        std::fs::write(&self.path, bytes).map_err(fail)?;
+        let tokenizer = TextTokenizer::from_file(&self.path).map_err(fail)?;
+        let ids = tokenizer.encode(SAMPLE).map_err(fail)?;
+        black_box(tokenizer.decode(&ids).ok());
         Ok(())
     }
 }

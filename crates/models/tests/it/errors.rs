@@ -173,3 +173,25 @@ fn a_tokenizer_with_malformed_json_is_an_error_not_a_panic() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Found by `cargo xtask fuzz` (tokenizer-json target): a `TemplateProcessing` post-processor
+/// whose template adds `<s>` while its `special_tokens` table lacks it loads, then panics in the
+/// `tokenizers` crate ("no entry found for key") on every encode that adds special tokens. It is
+/// now refused at load, naming the token.
+#[test]
+fn a_post_processor_template_with_an_undefined_special_token_is_refused() {
+    let source = crate::common::fixture_dir("llama3-gqa").join("tokenizer.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(source).unwrap()).unwrap();
+    json["post_processor"]["special_tokens"] = serde_json::json!({});
+    let bytes = serde_json::to_vec(&json).unwrap();
+    // The third-party panic this guards against.
+    let loaded = tokenizers::Tokenizer::from_bytes(&bytes).unwrap();
+    assert!(std::panic::catch_unwind(|| loaded.encode("Hello", true).is_ok()).is_err());
+    let dir = std::env::temp_dir().join(format!("anyspec-models-bad-template-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, &bytes).unwrap();
+    let message = TextTokenizer::from_file(&path).unwrap_err().to_string();
+    assert!(message.contains("single template adds the special token \"<s>\""), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
