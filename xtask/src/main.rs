@@ -4,6 +4,7 @@ mod bench_cpu;
 mod demo_assets;
 mod dict_fixtures;
 mod fetch_models;
+mod fuzz;
 mod repro_dict;
 mod repro_rdk;
 mod repro_rdk_demo;
@@ -12,6 +13,11 @@ mod repro_vocab;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+/// The system allocator, with the memory cap that `cargo xtask fuzz` workers turn on (off
+/// otherwise: one relaxed atomic load per call).
+#[global_allocator]
+static ALLOCATOR: fuzz::CappedAllocator = fuzz::CappedAllocator;
 
 /// Project pipelines, run as `cargo xtask <command>`.
 #[derive(Debug, Parser)]
@@ -37,6 +43,11 @@ enum Command {
     /// Measure the native CPU engine on a real GGUF model beside llama.cpp (same file, same run)
     /// and write reports/cpu-runtime.md. Run it in release mode.
     BenchCpu(bench_cpu::Args),
+    /// Fuzz every loader (GGUF, dictionary, count shard, vocabulary map, affinity, shortlist,
+    /// config.json, safetensors, tokenizer.json) with mutants of valid artifacts for --seconds
+    /// each; a panic, abort, hang or allocation past the memory cap is saved as a finding and
+    /// fails the command.
+    Fuzz(fuzz::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
         #[command(subcommand)]
@@ -119,6 +130,7 @@ fn main() -> anyhow::Result<()> {
         Command::DemoAssets(args) => demo_assets::run(&args),
         Command::FetchModels(args) => fetch_models::run(&args),
         Command::BenchCpu(args) => bench_cpu::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },

@@ -70,5 +70,5 @@ pub use affinity::{AFFINITY_FORMAT, AFFINITY_FORMAT_VERSION, Affinity, AffinityI
 pub use build::{AffinityParams, build_affinity};
 pub use cooccurrence::CooccurrenceCounts;
 pub use error::{Error, Result};
-pub use shortlist::{EOS_NAMES, EosRule, Shortlist, ShortlistParams, TokenFrequencies};
+pub use shortlist::{EOS_NAMES, EosRule, MAX_DRAFTER_VOCAB, Shortlist, ShortlistParams, TokenFrequencies};
 pub use tokenized::describe_corpus;

@@ -43,7 +43,14 @@ pub const SHORTLIST_FORMAT_VERSION: u32 = 1;
 pub const EOS_NAMES: &[&str] =
     &["</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "<eos>", "<|end|>", "[SEP]"];
 
+/// The largest drafter vocabulary a shortlist file may declare (2^24 ids, as the acceptance
+/// kernels allow): the file's size field is not trusted with an allocation beyond it.
+pub const MAX_DRAFTER_VOCAB: usize = 1 << 24;
 const HEADER_LEN: usize = 8 + 4 + 8;
+/// The most bytes bincode may claim while decoding a payload. It allocates a string's length
+/// before reading it, so a damaged length field asked for gigabytes (exabytes once) and aborted
+/// the process; a shortlist of the largest drafter vocabulary needs under 100 MB.
+const DECODE_LIMIT: usize = 1 << 28;
 const CHECKSUM_LEN: usize = 32;
 
 /// How often each drafter token occurs in a corpus.
@@ -369,9 +376,16 @@ impl Shortlist {
         if Sha256::digest(content).as_slice() != stored {
             return Err(corrupt("checksum mismatch".to_string()));
         }
-        let (shortlist, used): (Shortlist, usize) =
-            bincode::serde::decode_from_slice(&content[HEADER_LEN..], bincode::config::standard())
-                .map_err(|e| corrupt(format!("payload does not decode ({e})")))?;
+        let (shortlist, used): (Shortlist, usize) = bincode::serde::decode_from_slice(
+            &content[HEADER_LEN..],
+            bincode::config::standard().with_limit::<DECODE_LIMIT>(),
+        )
+        .map_err(|e| match e {
+            bincode::error::DecodeError::LimitExceeded => {
+                corrupt(format!("payload does not decode: a length field claims more than {} MiB", DECODE_LIMIT >> 20))
+            }
+            e => corrupt(format!("payload does not decode ({e})")),
+        })?;
         if used != content.len() - HEADER_LEN {
             return Err(corrupt("unused bytes after the payload".to_string()));
         }
@@ -383,6 +397,13 @@ impl Shortlist {
     /// tokens among them.
     fn check(&self, path: &Path) -> Result<()> {
         let corrupt = |problem: String| Error::corrupt(path, problem);
+        // The size is read from the file and `mask` allocates it: 2^60 would abort the process.
+        if self.drafter_size == 0 || self.drafter_size > MAX_DRAFTER_VOCAB {
+            return Err(corrupt(format!(
+                "its drafter vocabulary size reads {}, outside 1..={MAX_DRAFTER_VOCAB} (no real tokenizer is larger)",
+                self.drafter_size
+            )));
+        }
         if self.ids.windows(2).any(|w| w[0] >= w[1]) {
             return Err(corrupt("kept ids are not strictly ascending".to_string()));
         }

@@ -115,12 +115,14 @@ impl NgramCounts {
             } else {
                 (theirs, std::mem::take(mine))
             };
+            // Saturating: counts read from shard files can be anything up to u64::MAX.
             for (surface, count) in small {
-                *big.entry(surface).or_insert(0) += count;
+                let total = big.entry(surface).or_insert(0);
+                *total = total.saturating_add(count);
             }
             *mine = big;
         }
-        self.text_bytes += other.text_bytes;
+        self.text_bytes = self.text_bytes.saturating_add(other.text_bytes);
         Ok(())
     }
 

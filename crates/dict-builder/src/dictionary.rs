@@ -201,6 +201,12 @@ impl Dictionary {
         let storage = Arc::new(storage);
         let section = Section { storage: Arc::clone(&storage), start: fst_start, end: blob_start };
         let map = fst::Map::new(section).map_err(|e| Error::corrupt(path, format!("the FST is invalid ({e})")))?;
+        // The fst crate trusts its node encoding and panics (indexes out of bounds, overflows)
+        // when walking damaged nodes; its own CRC-32C over the FST bytes catches the damage
+        // before any walk. (The file's CRC-32 does not: a file rewritten with a fresh one passes.)
+        map.as_fst()
+            .verify()
+            .map_err(|e| Error::corrupt(path, format!("the FST section is damaged ({e}); rebuild the dictionary")))?;
         let dictionary = Dictionary {
             storage,
             map,
@@ -222,6 +228,12 @@ impl Dictionary {
         let mut scratch = Vec::new();
         while let Some((key, offset)) = stream.next() {
             count += 1;
+            if count > self.info.entries {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!("the FST holds more entries than the {} the header announces", self.info.entries),
+                ));
+            }
             let tokens = key.len() / width;
             if key.is_empty() || key.len() % width != 0 || tokens > self.info.params.max_prefix {
                 return Err(Error::corrupt(&self.path, format!("entry {count} has a malformed key")));

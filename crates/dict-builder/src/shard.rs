@@ -130,10 +130,17 @@ impl NgramCounts {
             let n = body.get(pos..pos + 8).ok_or_else(|| bad("entry count cut short", pos))?;
             let n = u64::from_le_bytes(n.try_into().unwrap_or([0; 8]));
             pos += 8;
+            let mut previous: Option<&str> = None;
             for _ in 0..n {
                 let len = varint::read(body, &mut pos).ok_or_else(|| bad("bad surface length", pos))? as usize;
                 let surface = body.get(pos..pos.saturating_add(len)).ok_or_else(|| bad("surface cut short", pos))?;
                 let surface = std::str::from_utf8(surface).map_err(|_| bad("surface is not UTF-8", pos))?;
+                // Written sorted and unique: a repeat would add its count twice (and could
+                // overflow it).
+                if previous.is_some_and(|p| p >= surface) {
+                    return Err(bad(&format!("order-{order} n-gram repeated or out of order"), pos));
+                }
+                previous = Some(surface);
                 pos += len;
                 let count = varint::read(body, &mut pos).ok_or_else(|| bad("bad count", pos))?;
                 counts.add(order, surface, count);

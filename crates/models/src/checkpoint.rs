@@ -184,7 +184,8 @@ fn tokenizer_eos(dir: &Path, vocab_size: usize) -> Option<u32> {
         let config: serde_json::Value = serde_json::from_str(&text).ok()?;
         let eos = config.get("eos_token")?;
         let name = eos.as_str().or_else(|| eos.get("content")?.as_str())?.to_owned();
-        let tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).ok()?;
+        let tokenizer =
+            crate::tokenizer::parse_tokenizer_json(&std::fs::read(dir.join("tokenizer.json")).ok()?).ok()?;
         let id = tokenizer.token_to_id(&name).filter(|&id| (id as usize) < vocab_size)?;
         Some((name, id))
     })();

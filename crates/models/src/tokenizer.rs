@@ -16,6 +16,53 @@ use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
 
+/// Parses the bytes of a `tokenizer.json`; the error is the message to show.
+///
+/// The `tokenizers` crate panics ("Helper") on some malformed JSON inside a section (its
+/// `decoder` deserializer unwraps an error), so the syntax is checked first, by serde_json alone.
+pub(crate) fn parse_tokenizer_json(bytes: &[u8]) -> std::result::Result<Tokenizer, String> {
+    serde_json::from_slice::<anyspec_core::artifact::JsonSyntax>(bytes)
+        .map_err(|e| format!("the file is not valid JSON ({e})"))?;
+    let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| e.to_string())?;
+    if let Some(processor) = tokenizer.get_post_processor() {
+        let json = serde_json::to_value(processor).map_err(|e| e.to_string())?;
+        check_templates(&json)?;
+    }
+    Ok(tokenizer)
+}
+
+/// Refuses a `TemplateProcessing` post-processor (anywhere in a `Sequence`) whose `single` or
+/// `pair` template names a special token that its `special_tokens` table does not define: the
+/// `tokenizers` crate checks this when such a processor is built in code but not when it is read
+/// from JSON, and then panics ("no entry found for key") in every encode that adds special
+/// tokens, as [`TextTokenizer::encode`] does.
+fn check_templates(processor: &serde_json::Value) -> std::result::Result<(), String> {
+    use serde_json::Value;
+    match processor {
+        Value::Object(fields) => {
+            if fields.get("type").and_then(Value::as_str) == Some("TemplateProcessing") {
+                let defined = fields.get("special_tokens").and_then(Value::as_object);
+                for template in ["single", "pair"] {
+                    for piece in fields.get(template).and_then(Value::as_array).into_iter().flatten() {
+                        let special = piece.get("SpecialToken").and_then(|s| s.get("id")).and_then(Value::as_str);
+                        if let Some(id) = special
+                            && !defined.is_some_and(|d| d.contains_key(id))
+                        {
+                            return Err(format!(
+                                "the post-processor's {template} template adds the special token {id:?}, which its \
+                                 special_tokens table does not define"
+                            ));
+                        }
+                    }
+                }
+            }
+            fields.values().try_for_each(check_templates)
+        }
+        Value::Array(items) => items.iter().try_for_each(check_templates),
+        _ => Ok(()),
+    }
+}
+
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.
 #[derive(Clone, Debug)]
 pub struct TextTokenizer {
@@ -28,8 +75,9 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Loads `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let inner = Tokenizer::from_file(path)
-            .map_err(|e| Error::Tokenizer { path: path.to_owned(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let inner =
+            parse_tokenizer_json(&bytes).map_err(|message| Error::Tokenizer { path: path.to_owned(), message })?;
         Ok(TextTokenizer::new(inner, path))
     }
 

@@ -12,8 +12,10 @@
 //!   gone (a `kill -9`, a power cut). Whether a process is alive is read from `/proc`; where
 //!   there is no `/proc` (not Linux), nothing is removed, since a live writer's file must never be.
 
+mod json;
 mod kind;
 
+pub use json::JsonSyntax;
 pub use kind::ArtifactKind;
 
 use std::ffi::OsStr;

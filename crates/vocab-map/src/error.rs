@@ -32,6 +32,23 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// A tokenizer whose largest id is far beyond its number of tokens: the id table would be
+    /// mostly holes (and, for an id near 2^32, would need over 100 GB).
+    #[error(
+        "tokenizer {} has a token with id {max_id} but only {tokens} tokens: ids must stay below {limit} \
+         (four times the token count, plus 65,536); the file is damaged or not a real tokenizer",
+        path.display()
+    )]
+    SparseIds {
+        /// The file.
+        path: PathBuf,
+        /// The largest id.
+        max_id: u32,
+        /// How many tokens it has.
+        tokens: usize,
+        /// The largest id allowed plus one.
+        limit: usize,
+    },
     /// Encoding or decoding text failed inside the `tokenizers` crate.
     #[error("tokenizer {name} failed to {action} text: {message}")]
     Codec {
@@ -146,6 +163,7 @@ impl Error {
     pub(crate) fn with_path(self, path: PathBuf) -> Error {
         match self {
             Error::EmptyVocabulary { .. } => Error::EmptyVocabulary { path },
+            Error::SparseIds { max_id, tokens, limit, .. } => Error::SparseIds { path, max_id, tokens, limit },
             other => other,
         }
     }

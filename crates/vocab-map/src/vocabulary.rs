@@ -77,8 +77,21 @@ impl Vocabulary {
     /// the `tokenizers` crate understands, [`Error::EmptyVocabulary`] when it has no tokens.
     pub fn from_file(path: &Path) -> Result<Vocabulary, Error> {
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-        let tokenizer = Tokenizer::from_bytes(&bytes)
-            .map_err(|err| Error::Tokenizer { path: path.to_path_buf(), message: err.to_string() })?;
+        Vocabulary::from_bytes(&bytes, path)
+    }
+
+    /// Parses the bytes of a `tokenizer.json` already in memory; `path` names it in errors and
+    /// reports.
+    ///
+    /// # Errors
+    /// As [`Vocabulary::from_file`], without [`Error::Io`].
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Vocabulary, Error> {
+        let refused = |message: String| Error::Tokenizer { path: path.to_path_buf(), message };
+        // The `tokenizers` crate panics ("Helper") on some malformed JSON inside a section (its
+        // `decoder` deserializer unwraps), so the syntax is checked first, by serde_json alone.
+        serde_json::from_slice::<anyspec_core::artifact::JsonSyntax>(bytes)
+            .map_err(|err| refused(format!("the file is not valid JSON ({err})")))?;
+        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|err| refused(err.to_string()))?;
         Vocabulary::from_tokenizer(tokenizer, path.display().to_string())
             .map_err(|err| err.with_path(path.to_path_buf()))
     }
@@ -95,6 +108,13 @@ impl Vocabulary {
         let Some(max_id) = max_id else {
             return Err(Error::EmptyVocabulary { path: PathBuf::from(name) });
         };
+        // The id table is indexed by id: an id of 4 billion in a file of ten tokens would ask for
+        // 128 GB. Real tokenizers number their tokens densely (a few reserved holes at most).
+        let token_count = model_vocab.len() + added.len();
+        let limit = token_count.saturating_mul(4).saturating_add(1 << 16);
+        if max_id as usize >= limit {
+            return Err(Error::SparseIds { path: PathBuf::from(name), max_id, tokens: token_count, limit });
+        }
         let mut tokens: Vec<Option<Token>> = vec![None; max_id as usize + 1];
         for (raw, id) in model_vocab {
             tokens[id as usize] = Some(Token { raw, kind: TokenKind::Normal });

@@ -99,3 +99,43 @@ fn save_load_round_trip_and_refusals() {
     assert!(matches!(err, Error::Corrupt { .. }) && err.to_string().contains("16711681"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Found by `cargo xtask fuzz` (shortlist target): a payload field set to a huge varint, with the
+/// checksum recomputed, aborted the process in two ways. A string length made bincode allocate
+/// it before reading (1.9 GB and 8 EB in the two findings), and a drafter vocabulary size of
+/// 2^40 loaded, then `mask` allocated it. Every position is now an error or a sane shortlist.
+#[test]
+fn a_huge_field_anywhere_in_the_payload_is_an_error_not_an_abort() {
+    use sha2::{Digest, Sha256};
+    let vocab = drafter();
+    let list = Shortlist::build(&vocab, &frequencies(&vocab), &params(20), "corpus.txt").unwrap();
+    let original = list.to_bytes().unwrap();
+    let payload_end = original.len() - 32;
+    let (mut too_long, mut too_large) = (0, 0);
+    // Replace the varint at each position (1, 3 or 5 bytes long in bincode's encoding) by a
+    // 9-byte one, then repair the payload length and the checksum.
+    for (value, replaced) in [(u64::MAX, 1), (u64::MAX, 3), (1 << 40, 1), (1 << 40, 3), (1 << 40, 5)] {
+        for at in 20..payload_end - replaced {
+            let mut bytes = original.clone();
+            let mut huge = vec![0xFD];
+            huge.extend_from_slice(&value.to_le_bytes());
+            bytes.splice(at..at + replaced, huge);
+            let end = bytes.len() - 32;
+            bytes[12..20].copy_from_slice(&((end - 20) as u64).to_le_bytes());
+            let sum = Sha256::digest(&bytes[..end]);
+            bytes[end..].copy_from_slice(&sum);
+            match Shortlist::from_bytes(&bytes, std::path::Path::new("huge.shortlist")) {
+                Ok(loaded) => {
+                    assert!(loaded.drafter_size() <= anyspec_affinity::MAX_DRAFTER_VOCAB, "position {at}");
+                    assert_eq!(loaded.mask().len(), loaded.drafter_size());
+                }
+                Err(Error::Corrupt { problem, .. }) => {
+                    too_long += usize::from(problem.contains("a length field claims more than 256 MiB"));
+                    too_large += usize::from(problem.contains("drafter vocabulary size reads 1099511627776"));
+                }
+                Err(other) => panic!("position {at}: {other:?}"),
+            }
+        }
+    }
+    assert!(too_long > 0 && too_large > 0, "{too_long} lengths, {too_large} sizes refused");
+}

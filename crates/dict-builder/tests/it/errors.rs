@@ -92,3 +92,73 @@ fn anyhow_like(err: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// Found by `cargo xtask fuzz` (dictionary target): a damaged byte inside the FST section, under
+/// a recomputed file checksum, made the fst crate panic while walking nodes (index out of bounds,
+/// subtraction overflow, "1 <= nbytes && nbytes <= 8") at six places. Every such byte is now
+/// refused by the FST's own checksum.
+#[test]
+fn every_damaged_fst_byte_is_an_error_not_a_panic() {
+    let entries: [(&[u32], &[u32]); 4] = [(&[1, 2], &[3]), (&[2], &[4, 5]), (&[7, 8, 9], &[10]), (&[300], &[70_000])];
+    let sorted: Vec<anyspec_dict_builder::TableEntry<'_>> = entries
+        .iter()
+        .map(|&(prefix, continuation)| anyspec_dict_builder::TableEntry { prefix, continuation, count: 1, total: 1 })
+        .collect();
+    let original = anyspec_dict_builder::encode_dictionary(&sorted, &FINGERPRINT, &Default::default(), 0, 0).unwrap();
+    let info_len = u32::from_le_bytes(original[44..48].try_into().unwrap()) as usize;
+    let fst_len = u64::from_le_bytes(original[48..56].try_into().unwrap()) as usize;
+    let fst_start = 64 + info_len;
+    assert!(fst_len > 20);
+    for at in fst_start..fst_start + fst_len {
+        for value in [0x00, 0xFF, 0x80, original[at] ^ 0x01] {
+            if value == original[at] {
+                continue;
+            }
+            let mut bytes = original.clone();
+            bytes[at] = value;
+            let body = bytes.len() - 4;
+            let crc = crc32fast::hash(&bytes[..body]);
+            bytes[body..].copy_from_slice(&crc.to_le_bytes());
+            let err = Dictionary::from_bytes(bytes, Path::new("damaged.dict"), &FINGERPRINT).unwrap_err();
+            assert!(matches!(err, Error::Corrupt { .. }), "byte {at} = {value:#x}: {err}");
+        }
+    }
+}
+
+/// Found by reading while triaging the fuzz findings: a count shard that repeats an n-gram added
+/// its counts together, which overflowed (a panic in debug builds, a wrong count in release).
+/// Entries are written sorted and unique, so a repeat is refused as damage; merged shards
+/// saturate instead of overflowing.
+#[test]
+fn a_repeated_shard_entry_is_refused_and_merges_saturate() {
+    use anyspec_dict_builder::NgramCounts;
+    let shard = |entries: &[(&str, u64)]| {
+        let mut bytes = b"ASNGRCNT".to_vec();
+        for field in [1u32, anyspec_dict_builder::words::SEGMENTATION_VERSION, 1] {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+        bytes.extend_from_slice(&0u64.to_le_bytes());
+        bytes.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        for (surface, count) in entries {
+            bytes.push(surface.len() as u8);
+            bytes.extend_from_slice(surface.as_bytes());
+            let mut count = *count;
+            while count >= 0x80 {
+                bytes.push(count as u8 | 0x80);
+                count >>= 7;
+            }
+            bytes.push(count as u8);
+        }
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    };
+    let err =
+        NgramCounts::from_shard_bytes(&shard(&[("a", u64::MAX), ("a", 1)]), Path::new("twice.counts")).unwrap_err();
+    assert!(err.to_string().contains("order-1 n-gram repeated or out of order"), "{err}");
+    let err = NgramCounts::from_shard_bytes(&shard(&[("b", 1), ("a", 1)]), Path::new("unsorted.counts")).unwrap_err();
+    assert!(err.to_string().contains("repeated or out of order"), "{err}");
+    let mut total = NgramCounts::from_shard_bytes(&shard(&[("a", u64::MAX)]), Path::new("one.counts")).unwrap();
+    total.merge(NgramCounts::from_shard_bytes(&shard(&[("a", 5)]), Path::new("two.counts")).unwrap()).unwrap();
+    assert_eq!(total.get(1, "a"), u64::MAX);
+}

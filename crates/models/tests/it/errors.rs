@@ -148,3 +148,50 @@ fn non_positive_rope_theta_and_rms_norm_eps_are_refused_when_the_checkpoint_open
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// Found by `cargo xtask fuzz` (tokenizer-json target): malformed JSON inside the `decoder`
+/// section (here a lone surrogate escape) made the `tokenizers` crate panic while loading; the
+/// syntax is now checked first, and the error names the file and the position.
+#[test]
+fn a_tokenizer_with_malformed_json_is_an_error_not_a_panic() {
+    let source = crate::common::fixture_dir("llama3-gqa").join("tokenizer.json");
+    let text = std::fs::read_to_string(source).unwrap();
+    // The decoder's type, "ByteLevel", with a lone surrogate escape in the middle.
+    let decoder = text.find("\"decoder\"").unwrap();
+    let level = decoder + text[decoder..].find("ByteLevel").unwrap();
+    let bad = format!("{}Byte\\udc00Level{}", &text[..level], &text[level + "ByteLevel".len()..]);
+    let dir = std::env::temp_dir().join(format!("anyspec-models-bad-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, bad).unwrap();
+    let err = TextTokenizer::from_file(&path).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::Tokenizer { .. }), "{err:?}");
+    assert!(
+        message.contains("tokenizer.json") && message.contains("not valid JSON (lone leading surrogate"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Found by `cargo xtask fuzz` (tokenizer-json target): a `TemplateProcessing` post-processor
+/// whose template adds `<s>` while its `special_tokens` table lacks it loads, then panics in the
+/// `tokenizers` crate ("no entry found for key") on every encode that adds special tokens. It is
+/// now refused at load, naming the token.
+#[test]
+fn a_post_processor_template_with_an_undefined_special_token_is_refused() {
+    let source = crate::common::fixture_dir("llama3-gqa").join("tokenizer.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(source).unwrap()).unwrap();
+    json["post_processor"]["special_tokens"] = serde_json::json!({});
+    let bytes = serde_json::to_vec(&json).unwrap();
+    // The third-party panic this guards against.
+    let loaded = tokenizers::Tokenizer::from_bytes(&bytes).unwrap();
+    assert!(std::panic::catch_unwind(|| loaded.encode("Hello", true).is_ok()).is_err());
+    let dir = std::env::temp_dir().join(format!("anyspec-models-bad-template-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, &bytes).unwrap();
+    let message = TextTokenizer::from_file(&path).unwrap_err().to_string();
+    assert!(message.contains("single template adds the special token \"<s>\""), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

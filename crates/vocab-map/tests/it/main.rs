@@ -2,6 +2,7 @@
 
 mod artifact;
 mod fingerprint;
+mod hostile;
 mod maps;
 mod shared;
 mod stats;
