@@ -411,7 +411,8 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
          the project's licence (MIT OR Apache-2.0). *Pride and Prejudice* ({HELD_OUT_BOOK}) is held out from training: \
          it supplies the validation loss and the demo prompts (`prompts.json`). `corpus.txt.gz` is \
          an evenly spread {:.0} MB sample of the training paragraphs, from which `anyspec demo` builds \
-         its n-gram dictionary.\n",
+         the tiny target's n-gram dictionary and the affinity matrix (SmolLM2's dictionary comes from \
+         `target-outputs.txt.gz`, made by `cargo xtask target-outputs`).\n",
         corpus.train_books.len() + 1,
         DICTIONARY_CORPUS_CHARS as f64 / 1e6
     )?;

@@ -9,6 +9,7 @@ mod repro_dict;
 mod repro_rdk;
 mod repro_rdk_demo;
 mod repro_vocab;
+mod target_outputs;
 
 use std::path::PathBuf;
 
@@ -48,6 +49,10 @@ enum Command {
     /// each; a panic, abort, hang or allocation past the memory cap is saved as a finding and
     /// fails the command.
     Fuzz(fuzz::Args),
+    /// Generate SmolLM2-135M-Instruct's greedy answers to prompts the demo does not use (MT-Bench
+    /// and GSM8K train) into assets/demo/target-outputs.txt.gz, the text the demo's n-gram
+    /// dictionary is built from. Run it in release mode (a few minutes).
+    TargetOutputs(target_outputs::Args),
     /// Regenerate committed test fixtures.
     Fixtures {
         #[command(subcommand)]
@@ -131,6 +136,7 @@ fn main() -> anyhow::Result<()> {
         Command::FetchModels(args) => fetch_models::run(&args),
         Command::BenchCpu(args) => bench_cpu::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::TargetOutputs(args) => target_outputs::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),
         },

@@ -1,5 +1,6 @@
 //! What the demo runs on: the target (SmolLM2-135M-Instruct from the model cache, or the tiny
-//! committed target), the drafters, and the artifacts built from `assets/demo/corpus.txt.gz`
+//! committed target), the drafters, and the artifacts built from `assets/demo/corpus.txt.gz` and
+//! (SmolLM2's dictionary) `assets/demo/target-outputs.txt.gz`
 //! into the cache on first use.
 
 use std::path::{Path, PathBuf};
@@ -170,8 +171,15 @@ pub(super) fn load(
     };
 
     let mut artifacts = Vec::new();
-    let corpus = Corpus::read(dir)?;
-    let dictionary = Arc::new(dictionary(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let corpus = Corpus::read(dir, CORPUS)?;
+    // SmolLM2's dictionary is counted from its own answers to other prompts: what the target
+    // writes next is best predicted by what it wrote before. The tiny target was trained on the
+    // Gutenberg corpus, so its dictionary comes from that.
+    let dictionary_text = match source {
+        TargetSource::Tiny => Corpus::read(dir, CORPUS)?,
+        TargetSource::Gguf(_) => Corpus::read(dir, TARGET_OUTPUTS)?,
+    };
+    let dictionary = Arc::new(dictionary(&dictionary_text, cache, &target_vocabulary, progress, &mut artifacts)?);
     let affinity = Arc::new(affinity(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
     let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
         let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;
@@ -220,16 +228,23 @@ pub(super) fn load(
     })
 }
 
-/// `assets/demo/corpus.txt.gz`, read once: both artifacts built from it are cached under a key
-/// of its bytes.
+/// The Gutenberg sample the tiny models were trained on: the tiny target's dictionary and the
+/// affinity matrix are counted from it.
+const CORPUS: &str = "corpus.txt.gz";
+/// SmolLM2-135M-Instruct's answers to prompts the demo does not use (`cargo xtask
+/// target-outputs`): SmolLM2's dictionary is counted from them.
+const TARGET_OUTPUTS: &str = "target-outputs.txt.gz";
+
+/// A text of the assets, read once: the artifacts built from it are cached under a key of its
+/// bytes.
 struct Corpus {
     path: PathBuf,
     bytes: Vec<u8>,
 }
 
 impl Corpus {
-    fn read(dir: &Path) -> anyhow::Result<Self> {
-        let path = dir.join("corpus.txt.gz");
+    fn read(dir: &Path, name: &str) -> anyhow::Result<Self> {
+        let path = dir.join(name);
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         Ok(Corpus { path, bytes })
     }

@@ -162,7 +162,8 @@ const METHODS: &[Method] = &[
     Method {
         key: "dict",
         kind: Kind::Dictionary,
-        about: "DictSpec n-gram dictionary of the target's tokenizer, built from assets/demo/corpus.txt.gz",
+        about: "DictSpec n-gram dictionary of the target's tokenizer, built from the target's own answers to other \
+                prompts (assets/demo/target-outputs.txt.gz; the tiny target: the Gutenberg corpus.txt.gz)",
     },
     Method { key: "hybrid", kind: Kind::Hybrid, about: "prompt lookup first, the dictionary when it has nothing" },
     Method {
@@ -671,27 +672,38 @@ impl MethodRun {
     }
 }
 
-/// Seconds of a target pass over k = 1..=`widest` positions after `prompt` (median of 5 passes
-/// each).
+/// Seconds of a target pass over k = 1..=`widest` positions after `prompt` (the median of
+/// [`CALIBRATION_ROUNDS`] passes each).
 fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyhow::Result<Vec<f64>> {
     let mut cache = model.new_cache();
     model.forward_on_host(prompt, &mut cache, 1, None)?;
     let filler: Vec<u32> = prompt.iter().copied().cycle().take(widest).collect();
-    let mut medians = Vec::new();
-    for k in 1..=widest {
-        let mut times: Vec<f64> = (0..5)
-            .map(|_| -> anyhow::Result<f64> {
-                cache.truncate(prompt.len());
-                let started = Instant::now();
-                model.forward_on_host(&filler[..k], &mut cache, k, None)?;
-                Ok(started.elapsed().as_secs_f64())
-            })
-            .collect::<anyhow::Result<_>>()?;
-        times.sort_by(f64::total_cmp);
-        medians.push(times[2]);
+    // Rounds over every width in turn, the first discarded as a warm-up: a slow stretch of the
+    // machine then costs every width alike. (Five passes per width, one width after another,
+    // once gave v = 1.00 1.41 0.77 0.88 …: a slow start inflated k = 1 and k = 2, and the γ
+    // tuner started from a curve that said six positions cost less than two.)
+    let mut times = vec![Vec::with_capacity(CALIBRATION_ROUNDS); widest];
+    for round in 0..=CALIBRATION_ROUNDS {
+        for (k, samples) in (1..=widest).zip(&mut times) {
+            cache.truncate(prompt.len());
+            let started = Instant::now();
+            model.forward_on_host(&filler[..k], &mut cache, k, None)?;
+            if round > 0 {
+                samples.push(started.elapsed().as_secs_f64());
+            }
+        }
     }
-    Ok(medians)
+    Ok(times
+        .into_iter()
+        .map(|mut samples| {
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        })
+        .collect())
 }
+
+/// Timed rounds of the verification-cost calibration (each one pass per width).
+const CALIBRATION_ROUNDS: usize = 9;
 
 /// `v(k)` at a real-valued width, on the straight line between measured widths (clamped).
 fn interpolate(costs: &[f64], width: f64) -> f64 {

@@ -1,0 +1,234 @@
+//! `cargo xtask target-outputs`: SmolLM2-135M-Instruct's own greedy answers to chat prompts
+//! that the demo does not use, gzipped into `assets/demo/target-outputs.txt.gz`: the text the
+//! demo's DictSpec dictionary is counted from (issue 12: "built with SmolLM2's tokenizer, from
+//! permissively licensed text or from the target's own outputs").
+//!
+//! Why the target's outputs: a dictionary proposes the continuations it has seen, and what the
+//! target will write next is best predicted by what it wrote before (its phrasing, its list and
+//! answer formats), not by nineteenth-century novels. The prompts cover the demo's category
+//! groups and are disjoint from its prompts by construction, from the sources and in the
+//! wording of `xtask/python/make_demo_prompts.py`: MT-Bench questions other than the demo's
+//! (Apache-2.0); GSM8K *train* questions (MIT; the demo's math prompts are GSM8K test items);
+//! Spec-Bench's Natural Questions and RAG items after the two of each the demo takes (CC BY-SA
+//! 3.0); FLORES-200 dev German sentences other than the demo's (CC BY-SA 4.0); WikiText-2
+//! articles other than the demo's two (CC BY-SA 3.0). SmolLM2 is Apache-2.0.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
+use anyspec_models::{Checkpoint, DeviceChoice, Engine, LoadOptions};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The shared data directory (corpora/prompts-mtbench and corpora/gsm8k).
+    #[arg(long, default_value = "../shared")]
+    data: PathBuf,
+    /// The demo's prompts, which are left out (assets/demo/specbench-prompts.json).
+    #[arg(long, default_value = "assets/demo/specbench-prompts.json")]
+    demo_prompts: PathBuf,
+    /// Where the gzipped answers go (one answer per paragraph).
+    #[arg(long, default_value = "assets/demo/target-outputs.txt.gz")]
+    out: PathBuf,
+    /// The GGUF model (default: SmolLM2-135M-Instruct Q4_1 from the model cache).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// GSM8K train questions answered.
+    #[arg(long, default_value_t = 200)]
+    gsm8k: usize,
+    /// Prompts of each other kind at most: Spec-Bench QA, Spec-Bench RAG, FLORES-200 German →
+    /// English, WikiText-2 summaries.
+    #[arg(long, default_value_t = 40)]
+    per_kind: usize,
+    /// New tokens per answer at most (an answer also ends at the end-of-sequence token).
+    #[arg(long, default_value_t = 192)]
+    max_tokens: usize,
+    /// Kernel threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+/// One JSON line of MT-Bench (`turns`) or GSM8K (`question`).
+#[derive(serde::Deserialize)]
+struct Line {
+    #[serde(default)]
+    category: String,
+    #[serde(default)]
+    turns: Vec<String>,
+    #[serde(default)]
+    question: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct DemoPrompt {
+    prompt: String,
+}
+
+fn read_lines(path: &Path) -> anyhow::Result<Vec<Line>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{} line {}", path.display(), i + 1)))
+        .collect()
+}
+
+/// The prompts: every MT-Bench first turn that is not a demo prompt, then `gsm8k` GSM8K train
+/// questions.
+fn prompts(args: &Args) -> anyhow::Result<Vec<String>> {
+    let demo: Vec<DemoPrompt> = serde_json::from_slice(
+        &std::fs::read(&args.demo_prompts).with_context(|| format!("reading {}", args.demo_prompts.display()))?,
+    )
+    .with_context(|| format!("parsing {}", args.demo_prompts.display()))?;
+    let corpora = args.data.join("corpora");
+    let mut out: Vec<String> = read_lines(&corpora.join("prompts-mtbench/question.jsonl"))?
+        .into_iter()
+        .filter_map(|l| l.turns.into_iter().next())
+        .filter(|q| !demo.iter().any(|d| d.prompt.contains(q.as_str()) || q.contains(d.prompt.as_str())))
+        .collect();
+    let mtbench = out.len();
+    out.extend(read_lines(&corpora.join("gsm8k/train.jsonl"))?.into_iter().filter_map(|l| l.question).take(args.gsm8k));
+    if out.len() == mtbench {
+        bail!("no GSM8K questions in {}", corpora.join("gsm8k/train.jsonl").display());
+    }
+    // Spec-Bench QA and RAG: the demo takes the first two of each category.
+    let specbench = read_lines(&corpora.join("prompts-specbench/question.jsonl"))?;
+    for category in ["qa", "rag"] {
+        let items = specbench.iter().filter(|l| l.category == category).skip(2).take(args.per_kind);
+        out.extend(items.filter_map(|l| l.turns.first().cloned()));
+    }
+    // FLORES-200 dev German, three sentences per prompt; the demo starts at lines 0 and 10.
+    let german_path = corpora.join("flores200-dev/deu_Latn.dev");
+    let german: Vec<String> = std::fs::read_to_string(&german_path)
+        .with_context(|| format!("reading {}", german_path.display()))?
+        .lines()
+        .map(str::to_string)
+        .collect();
+    out.extend(
+        (20..german.len().saturating_sub(3))
+            .step_by(10)
+            .take(args.per_kind)
+            .map(|start| format!("Translate German to English: {}", german[start..start + 3].join(" "))),
+    );
+    // WikiText-2 articles' openings; the demo summarizes articles 1 and 3.
+    let wiki_path = corpora.join("en-wikitext2/wikitext2_raw_test_part.txt");
+    let wiki = std::fs::read_to_string(&wiki_path).with_context(|| format!("reading {}", wiki_path.display()))?;
+    let articles = wikitext_articles(&wiki);
+    out.extend(
+        articles
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1 && *i != 3)
+            .map(|(_, body)| body)
+            .filter(|body| body.len() > 400)
+            .take(args.per_kind)
+            .map(|body| format!("Summarize the following article:\n\n{}", opening(body))),
+    );
+    Ok(out)
+}
+
+/// The bodies of WikiText's top-level articles (` = Title = ` headings), WikiText's
+/// tokenization of hyphens and number separators undone, as make_demo_prompts.py does.
+fn wikitext_articles(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut articles = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with(" = ") && !line.starts_with(" = = ") {
+            let mut body: Vec<&str> = Vec::new();
+            for follow in &lines[i + 1..] {
+                if follow.starts_with(" = ") {
+                    if !body.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                if !follow.trim().is_empty() {
+                    body.push(follow.trim());
+                }
+            }
+            let mut joined = body.join(" ");
+            for (marked, plain) in [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")] {
+                joined = joined.replace(marked, plain);
+            }
+            articles.push(joined);
+        }
+    }
+    articles
+}
+
+/// The first 1,800 bytes of `body`, cut after its last full sentence.
+fn opening(body: &str) -> String {
+    let mut end = body.len().min(1800);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    match body[..end].rfind(". ") {
+        Some(cut) => body[..=cut].to_string(),
+        None => body[..end].to_string(),
+    }
+}
+
+/// Progress goes to stderr.
+#[allow(clippy::print_stderr)]
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let model_path = match &args.model {
+        Some(path) => path.clone(),
+        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).with_context(
+            || "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model",
+        )?,
+    };
+    let prompts = prompts(args)?;
+    let checkpoint = Checkpoint::open(&model_path).with_context(|| format!("--model {}", model_path.display()))?;
+    let tokenizer = checkpoint.tokenizer()?;
+    let eos = checkpoint.config().eos_token_ids.clone();
+    let device = DeviceChoice::Cpu.device()?;
+    let options = LoadOptions::engine(Engine::Native).with_threads(Some(args.threads));
+    let model = checkpoint.load_model_with(&device, &options)?;
+    let started = Instant::now();
+    let (mut answers, mut generated) = (Vec::with_capacity(prompts.len()), 0usize);
+    for (i, prompt) in prompts.iter().enumerate() {
+        let ids = tokenizer.encode(&checkpoint.chat_prompt(None, prompt)?)?;
+        let mut cache = model.new_cache();
+        let mut next = ids;
+        let mut answer = Vec::new();
+        while answer.len() < args.max_tokens {
+            let logits = model.forward_on_host(&next, &mut cache, 1, None)?;
+            let token = logits[0].iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
+            if eos.contains(&token) {
+                break;
+            }
+            answer.push(token);
+            next = vec![token];
+        }
+        generated += answer.len();
+        answers.push(tokenizer.decode(&answer)?.trim().to_string());
+        if (i + 1) % 25 == 0 || i + 1 == prompts.len() {
+            eprintln!(
+                "{}/{} answers, {generated} tokens, {:.0} s",
+                i + 1,
+                prompts.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    write_gz(&args.out, &answers.join("\n\n"))?;
+    eprintln!(
+        "wrote {} ({} answers, {generated} tokens) in {:.0} s",
+        args.out.display(),
+        answers.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Writes `text` gzipped to `path` through a temporary file renamed into place.
+fn write_gz(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+    gz.write_all(text.as_bytes())?;
+    gz.finish()?.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
