@@ -496,6 +496,11 @@ fn fuzz_target(exe: &Path, name: &str, seed: u64, args: &Args, out: &Path) -> Re
             .args(["--seconds", &left.as_secs_f64().to_string(), "--memory-mb", &args.memory_mb.to_string()])
             .arg("--out")
             .arg(out)
+            // No backtraces: a worker's last words must end with what killed it (an allocation
+            // refused by the cap, an abort's message), not with the frames a backtrace prints
+            // after it when the user's environment sets RUST_BACKTRACE.
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -278,12 +278,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             let checkpoint = open(dir, "--drafter")?;
             let window = checkpoint.config().max_position_embeddings;
             if window < prompt.len() + args.gamma {
-                tracing::warn!(
+                crate::output::warn(format!(
                     "--drafter {}: its context window is {window} positions and the prompt {} tokens: it drafts from \
                      the most recent tokens only, which it sees without what came before",
                     dir.display(),
                     prompt.len()
-                );
+                ));
             }
             let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &tokenizer, &checkpoint)?;
             match &args.algo {
@@ -356,7 +356,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let stats = &generation.stats;
     let warnings = args.drafter.as_deref().map(|path| drafter_warnings(stats, path)).unwrap_or_default();
     for warning in &warnings {
-        tracing::warn!("{warning}");
+        crate::output::warn(warning.clone());
     }
     let report = Report {
         text: tokenizer.decode(&generation.tokens)?,

@@ -191,7 +191,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
     let mut report = report(&args.output, &list, Some(&vocabulary), Some(seconds));
     if let Some(warning) = unseen_warning(&list, &frequencies) {
-        tracing::warn!("{warning}");
+        crate::output::warn(warning.clone());
         report.warnings.push(warning);
     }
     print_report(&report, args.json, "wrote")

@@ -372,7 +372,7 @@ where
 fn injectivity(args: CorpusArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let results = per_tokenizer(&args, progress, anyspec_vocab_map::stats::injectivity)?;
     if args.json {
-        return print_json(&results);
+        return print_json(&serde_json::json!({ "tokenizers": results }));
     }
     let rows: Vec<Vec<String>> = results
         .iter()
@@ -402,7 +402,7 @@ fn clip(s: &str) -> String {
 fn fertility(args: CorpusArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let results = per_tokenizer(&args, progress, anyspec_vocab_map::stats::fertility)?;
     if args.json {
-        return print_json(&results);
+        return print_json(&serde_json::json!({ "tokenizers": results }));
     }
     let rows: Vec<Vec<String>> = results
         .iter()
@@ -548,7 +548,7 @@ fn tokens(args: TokensArgs) -> anyhow::Result<()> {
         });
     }
     if args.json {
-        return print_json(&rows);
+        return print_json(&serde_json::json!({ "tokens": rows }));
     }
     let table_rows: Vec<Vec<String>> = rows
         .iter()

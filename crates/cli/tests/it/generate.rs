@@ -139,6 +139,29 @@ fn negative_numbers_reach_the_range_checks() {
 }
 
 #[test]
+fn a_drafter_window_shorter_than_the_prompt_is_a_warning_on_stderr_and_in_json() {
+    // The target itself as drafter, told it has a window of 4 positions.
+    let dir = fixture_copy("llama3-gqa", "short-window");
+    let config_path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["max_position_embeddings"] = serde_json::json!(4);
+    std::fs::write(&config_path, serde_json::to_vec(&config).unwrap()).unwrap();
+    let (report, stderr) = generate_with_stderr(&[
+        "--max-tokens",
+        "8",
+        "--ignore-eos",
+        "--drafter",
+        dir.to_str().unwrap(),
+        "--gamma",
+        "3",
+    ]);
+    let warnings: Vec<&str> = report["warnings"].as_array().unwrap().iter().filter_map(|w| w.as_str()).collect();
+    assert_eq!(warnings.iter().filter(|w| w.contains("context window is 4 positions")).count(), 1, "{report}");
+    assert_eq!(stderr.matches("context window is 4 positions").count(), 1, "warned not exactly once: {stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn a_drafter_with_another_tokenizer_is_refused() {
     // A copy of a fixture checkpoint with the dict-builder fixture's tokenizer.
     let dir = fixture_copy("mistral-window-f16", "other-tokenizer");

@@ -72,3 +72,21 @@ fn errors_name_the_flag() {
     let out = anyspec(&["vocab", "tokens", "--tokenizer", &fixture("wordpiece.json")]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ids"));
 }
+
+#[test]
+fn every_json_output_is_an_object_with_a_warnings_array() {
+    // Scripts read warnings from `--json` as people read them on stderr: an empty array when all
+    // is well, also for the commands whose results are lists.
+    let (t, d) = (fixture("tiny_bytelevel.json"), fixture("tiny_sentencepiece.json"));
+    let runs: [&[&str]; 3] = [
+        &["vocab", "stats", "--target", &t, "--drafter", &d, "--json"],
+        &["vocab", "decompositions", "--target", &t, "--drafter", &d, "--json"],
+        &["vocab", "tokens", "--tokenizer", &t, "--ids", "1,2", "--json"],
+    ];
+    for args in runs {
+        let report = json(&anyspec(args));
+        assert_eq!(report["warnings"], serde_json::json!([]), "{args:?}: {report}");
+    }
+    let tokens = json(&anyspec(&["vocab", "tokens", "--tokenizer", &t, "--ids", "1,2", "--json"]));
+    assert_eq!(tokens["tokens"].as_array().map(Vec::len), Some(2), "{tokens}");
+}

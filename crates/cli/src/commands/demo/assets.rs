@@ -289,7 +289,7 @@ fn affinity(
         Err(err) => {
             if path.exists() {
                 // A damaged cache entry is rebuilt rather than reported: the cache is ours.
-                tracing::warn!("rebuilding {}: {err}", path.display());
+                crate::output::warn(format!("rebuilding {}: {err}", path.display()));
             }
             let counts = CooccurrenceCounts::count_files(
                 std::slice::from_ref(&corpus.path),
@@ -367,7 +367,7 @@ fn dictionary(
                 return Ok(dictionary);
             }
             // A damaged cache entry is rebuilt rather than reported: the cache is ours.
-            Err(err) => tracing::warn!("rebuilding {}: {err}", path.display()),
+            Err(err) => crate::output::warn(format!("rebuilding {}: {err}", path.display())),
         }
     }
     let started = Instant::now();

@@ -368,7 +368,7 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
             Ok(path) => (TargetSource::Gguf(path), None),
             Err(err) if args.model_file.is_none() => {
                 let why = format!("SmolLM2 could not be had ({err:#}); running the tiny models instead");
-                tracing::warn!("{why}");
+                crate::output::warn(why.clone());
                 (TargetSource::Tiny, Some(why))
             }
             Err(err) => return Err(err),
@@ -519,7 +519,7 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
         skipped,
     };
     for warning in &report.warnings {
-        tracing::warn!("{warning}");
+        crate::output::warn(warning.clone());
     }
     if args.json {
         return print_json(&report);
