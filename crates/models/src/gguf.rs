@@ -68,7 +68,8 @@ pub(crate) fn config_from_gguf(file: &GgufFile, path: &Path) -> Result<LlamaConf
         }
     }
     if let Some(dims) = optional_u64("rope.dimension_count")?
-        && dims * heads != hidden
+        // Checked: both come from the file, and a product past u64 is not the head width either.
+        && dims.checked_mul(heads) != Some(hidden)
         && file.get(&key("attention.key_length")).is_none()
     {
         return Err(Error::UnsupportedConfig {

@@ -39,10 +39,18 @@ struct Options {
     rope_base_as_text: bool,
     /// `block_count` in the metadata (the file always holds 2 layers).
     block_count: u32,
+    /// `rope.dimension_count` in the metadata, when set.
+    rope_dimension_count: Option<u64>,
 }
 
-const F32_PERMUTED: Options =
-    Options { matrices: GgmlType::F32, permute: true, architecture: "llama", rope_base_as_text: false, block_count: 2 };
+const F32_PERMUTED: Options = Options {
+    matrices: GgmlType::F32,
+    permute: true,
+    architecture: "llama",
+    rope_base_as_text: false,
+    block_count: 2,
+    rope_dimension_count: None,
+};
 
 /// convert_hf_to_gguf.py's `permute`: within each head, row `s·d/2 + j` goes to `2j + s`.
 fn permute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> Vec<f32> {
@@ -110,6 +118,9 @@ fn write_fixture(path: &Path, options: Options) {
             },
         )
         .metadata(&format!("{arch}.attention.layer_norm_rms_epsilon"), MetadataValue::F32(1e-5));
+    if let Some(dims) = options.rope_dimension_count {
+        writer.metadata(&format!("{arch}.rope.dimension_count"), MetadataValue::U64(dims));
+    }
     let mut put = |gguf: &str, hf: &str, heads: Option<usize>| {
         let (mut values, shape) = f32s(hf);
         let t = if shape.len() == 2 { options.matrices } else { GgmlType::F32 };
@@ -242,6 +253,19 @@ fn eight_bit_activations_stay_close_to_the_exact_products() {
     } else {
         eprintln!("SKIPPED (Avx512Q8 part): this CPU has no AVX-512 VNNI");
     }
+}
+
+#[test]
+fn a_rope_dimension_count_whose_product_overflows_is_a_value_not_a_panic() {
+    // rope.dimension_count × head_count past u64 (fuzzing noted it: it panicked in debug builds).
+    // The file has attention.key_length, so the count is only checked, not refused.
+    let file = TempFile::new("rope-dims.gguf");
+    write_fixture(&file.0, Options { rope_dimension_count: Some(u64::MAX / 2), ..F32_PERMUTED });
+    assert!(Checkpoint::open(&file.0).is_ok());
+    // A count that matches the head width (16 × 4 heads = 64) opens as before.
+    let file = TempFile::new("rope-dims-16.gguf");
+    write_fixture(&file.0, Options { rope_dimension_count: Some(16), ..F32_PERMUTED });
+    assert!(Checkpoint::open(&file.0).is_ok());
 }
 
 #[test]
