@@ -18,7 +18,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root};
 use anyspec_models::{Checkpoint, DeviceChoice, Engine, Kernel, Llama, LoadOptions, WeightFormat};
 use serde::Serialize;
 
@@ -186,12 +185,7 @@ fn transformers(python: &Path, model: &Path, threads: usize, prompt: &[u32], rep
 /// Progress goes to stderr.
 #[allow(clippy::print_stderr)]
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
-    let model_path = match &args.model {
-        Some(path) => path.clone(),
-        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).with_context(
-            || "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model",
-        )?,
-    };
+    let model_path = crate::fetch_models::smollm2_or(args.model.as_deref())?;
     let checkpoint = Checkpoint::open(&model_path).with_context(|| format!("--model {}", model_path.display()))?;
     let tokenizer = checkpoint.tokenizer()?;
     let text = "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg \

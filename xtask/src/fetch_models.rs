@@ -2,10 +2,10 @@
 //! `anyspec-model-store`) and prints where they are, one path per line on stdout, so that
 //! `ANYSPEC_SMOLLM2_GGUF=$(cargo xtask fetch-models --model smollm2-135m-instruct-q4_1)` works.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use anyspec_model_store::{ModelStore, cache_root, select_known};
+use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1, cache_root, select_known};
 
 /// Options of `fetch-models`.
 #[derive(Debug, clap::Args)]
@@ -33,4 +33,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         println!("{}", path.display());
     }
     Ok(())
+}
+
+/// `flag` (a `--model` path) if given, else SmolLM2-135M-Instruct Q4_1 from the model cache, or
+/// an error that says how to fetch it.
+pub(crate) fn smollm2_or(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match flag {
+        Some(path) => Ok(path.to_path_buf()),
+        None => ModelStore::new(cache_root(None)?).locate(&SMOLLM2_135M_INSTRUCT_Q4_1).context(
+            "SmolLM2-135M-Instruct Q4_1 is not in the model cache; run `cargo xtask fetch-models` or pass --model",
+        ),
+    }
 }

@@ -39,21 +39,7 @@ pub(crate) fn dot_groups(
     outs: &mut [&mut [f32]],
 ) -> bool {
     let m = outs.len();
-    let cols = xq.cols;
-    let blocks = cols / QK;
-    // The kernel reads groups range.start/8 .. ceil(range.end/8) and activation rows
-    // first..first+m through raw pointers; these checks make that sound.
-    let ok = crate::interleave::supports(format)
-        && range.start.is_multiple_of(GROUP)
-        && range.start <= range.end
-        && groups.data.len() >= stored_bytes(format, blocks, range.end.div_ceil(GROUP))
-        && xq.qs.len() >= (first + m) * cols
-        && xq.d.len() >= (first + m) * blocks
-        && xq.s.len() >= (first + m) * blocks
-        && m <= 8
-        && outs.iter().all(|o| o.len() >= range.len())
-        && crate::Kernel::Avx2Q8.is_supported();
-    if !ok {
+    if !(fits(format, groups, &range, xq, first, outs) && crate::Kernel::Avx2Q8.is_supported()) {
         return false;
     }
     // SAFETY: features and lengths checked just above.
@@ -69,9 +55,45 @@ pub(crate) fn dot_groups(
 }
 
 /// The formats as const parameters, so that the inner loops carry no format test.
-const Q8_0: u8 = 0;
-const Q4_0: u8 = 1;
-const Q4_1: u8 = 2;
+pub(super) const Q8_0: u8 = 0;
+pub(super) const Q4_0: u8 = 1;
+pub(super) const Q4_1: u8 = 2;
+
+/// The format of a const format parameter.
+pub(super) const fn format_of(f: u8) -> WeightFormat {
+    match f {
+        Q8_0 => WeightFormat::Q8_0,
+        Q4_0 => WeightFormat::Q4_0,
+        _ => WeightFormat::Q4_1,
+    }
+}
+
+/// Whether an interleaved kernel may read `groups` for the outputs `range` and the activation
+/// rows `first..first + outs.len()` of `xq` through raw pointers: the format has an interleaved
+/// layout, `range` starts a group, at most 8 rows, and every length fits (`xq.sums` too, which
+/// the AVX-512 kernel reads). The CPU's features are the caller's to check.
+pub(super) fn fits(
+    format: WeightFormat,
+    groups: Grouped<'_>,
+    range: &Range<usize>,
+    xq: &QuantizedX,
+    first: usize,
+    outs: &[&mut [f32]],
+) -> bool {
+    let m = outs.len();
+    let cols = xq.cols;
+    let blocks = cols / QK;
+    crate::interleave::supports(format)
+        && range.start.is_multiple_of(GROUP)
+        && range.start <= range.end
+        && groups.data.len() >= stored_bytes(format, blocks, range.end.div_ceil(GROUP))
+        && xq.qs.len() >= (first + m) * cols
+        && xq.d.len() >= (first + m) * blocks
+        && xq.s.len() >= (first + m) * blocks
+        && xq.sums.len() >= (first + m) * blocks
+        && m <= 8
+        && outs.iter().all(|o| o.len() >= range.len())
+}
 
 /// # Safety
 /// As for [`groups_of`].
@@ -84,18 +106,7 @@ unsafe fn dispatch_m<const F: u8>(
     outs: &mut [&mut [f32]],
 ) {
     // SAFETY (every arm): as for this function.
-    unsafe {
-        match outs.len() {
-            1 => groups_of::<1, F>(groups, range, xq, first, outs),
-            2 => groups_of::<2, F>(groups, range, xq, first, outs),
-            3 => groups_of::<3, F>(groups, range, xq, first, outs),
-            4 => groups_of::<4, F>(groups, range, xq, first, outs),
-            5 => groups_of::<5, F>(groups, range, xq, first, outs),
-            6 => groups_of::<6, F>(groups, range, xq, first, outs),
-            7 => groups_of::<7, F>(groups, range, xq, first, outs),
-            _ => groups_of::<8, F>(groups, range, xq, first, outs),
-        }
-    }
+    unsafe { super::for_row_count!(outs.len(), groups_of::<F>(groups, range, xq, first, outs)) }
 }
 
 /// The weights of a block are unpacked once and applied to all `M` activation rows, whose
@@ -117,11 +128,7 @@ unsafe fn groups_of<const M: usize, const F: u8>(
 ) {
     let cols = xq.cols;
     let blocks = cols / QK;
-    let format = match F {
-        Q8_0 => WeightFormat::Q8_0,
-        Q4_0 => WeightFormat::Q4_0,
-        _ => WeightFormat::Q4_1,
-    };
+    let format = format_of(F);
     // From one of a group's blocks to its next (further than the next group block when the
     // groups are stored in pairs).
     let (data, order) = (groups.data, groups.order);

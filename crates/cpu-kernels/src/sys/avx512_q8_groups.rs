@@ -37,8 +37,9 @@ use core::arch::x86_64::*;
 use std::ops::Range;
 
 use super::avx2_q8::QuantizedX;
+use super::avx2_q8_groups::{Q4_0, Q4_1, Q8_0, fits, format_of};
 use crate::format::{QK, WeightFormat};
-use crate::interleave::{GROUP, Grouped, stored_bytes};
+use crate::interleave::{GROUP, Grouped};
 
 /// For every output `j` of `range` (`range.start` a multiple of [`GROUP`]):
 /// `outs[i][j - range.start] ≈ Σ_k W[j, k] · x[(first + i)·cols + k]`, with the interleaved
@@ -53,22 +54,7 @@ pub(crate) fn dot_groups(
     outs: &mut [&mut [f32]],
 ) -> bool {
     let m = outs.len();
-    let cols = xq.cols;
-    let blocks = cols / QK;
-    // The kernel reads groups range.start/8 .. ceil(range.end/8) and activation rows
-    // first..first+m through raw pointers; these checks make that sound.
-    let ok = crate::interleave::supports(format)
-        && range.start.is_multiple_of(GROUP)
-        && range.start <= range.end
-        && groups.data.len() >= stored_bytes(format, blocks, range.end.div_ceil(GROUP))
-        && xq.qs.len() >= (first + m) * cols
-        && xq.d.len() >= (first + m) * blocks
-        && xq.s.len() >= (first + m) * blocks
-        && xq.sums.len() >= (first + m) * blocks
-        && m <= 8
-        && outs.iter().all(|o| o.len() >= range.len())
-        && crate::Kernel::Avx512Q8.is_supported();
-    if !ok {
+    if !(fits(format, groups, &range, xq, first, outs) && crate::Kernel::Avx512Q8.is_supported()) {
         return false;
     }
     // SAFETY: features and lengths checked just above.
@@ -83,11 +69,6 @@ pub(crate) fn dot_groups(
     true
 }
 
-/// The formats as const parameters, so that the inner loops carry no format test.
-const Q8_0: u8 = 0;
-const Q4_0: u8 = 1;
-const Q4_1: u8 = 2;
-
 /// # Safety
 /// As for [`groups_of`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
@@ -99,18 +80,7 @@ unsafe fn dispatch_m<const F: u8>(
     outs: &mut [&mut [f32]],
 ) {
     // SAFETY (every arm): as for this function.
-    unsafe {
-        match outs.len() {
-            1 => groups_of::<1, F>(groups, range, xq, first, outs),
-            2 => groups_of::<2, F>(groups, range, xq, first, outs),
-            3 => groups_of::<3, F>(groups, range, xq, first, outs),
-            4 => groups_of::<4, F>(groups, range, xq, first, outs),
-            5 => groups_of::<5, F>(groups, range, xq, first, outs),
-            6 => groups_of::<6, F>(groups, range, xq, first, outs),
-            7 => groups_of::<7, F>(groups, range, xq, first, outs),
-            _ => groups_of::<8, F>(groups, range, xq, first, outs),
-        }
-    }
+    unsafe { super::for_row_count!(outs.len(), groups_of::<F>(groups, range, xq, first, outs)) }
 }
 
 /// Two groups at a time: the weights of a block are loaded (and for `Q4_*` unpacked) once and
@@ -132,11 +102,7 @@ unsafe fn groups_of<const M: usize, const F: u8>(
 ) {
     let cols = xq.cols;
     let blocks = cols / QK;
-    let format = match F {
-        Q8_0 => WeightFormat::Q8_0,
-        Q4_0 => WeightFormat::Q4_0,
-        _ => WeightFormat::Q4_1,
-    };
+    let format = format_of(F);
     // From one of a group's blocks to its next (in Order::Pairs, the layout this kernel asks
     // for, an even group and the next are then read as one sequential stream).
     let (data, order) = (groups.data, groups.order);
