@@ -84,9 +84,9 @@
 //!   weight rows per 512-bit register. Bit-identical to [`Kernel::Avx2Q8`] (the integer block
 //!   sums are exact either way and the float operations that follow are the same), so a model
 //!   decodes the same tokens on either CPU; the gain is in scoring several positions at once.
-//! - [`Kernel::Avx2Q8`] (the default on x86-64 with AVX2/FMA/F16C without AVX-512 VNNI), llama.cpp's design: the
-//!   activations are quantized once per product to 8 bits per 32-block (as llama.cpp's AVX2
-//!   `quantize_row_q8_0`/`q8_1` do), and each `Q4_0`/`Q4_1`/`Q8_0` block meets each activation
+//! - [`Kernel::Avx2Q8`] (the default on x86-64 with AVX2/FMA/F16C but no AVX-512 VNNI),
+//!   llama.cpp's design: the activations are quantized once per product to 8 bits per
+//!   32-block (as llama.cpp's AVX2 `quantize_row_q8_0`/`q8_1` do), and each `Q4_0`/`Q4_1`/`Q8_0` block meets each activation
 //!   block in an integer dot product (`vpmaddubsw`/`vpmaddwd`), one float scale per block
 //!   pair; a block's nibbles are unpacked once for all rows. Cheapest per weight; not
 //!   bit-exact to the f32 reference, but what llama.cpp computes on the same file. On an
@@ -122,7 +122,7 @@
 //! # Quirks
 //!
 //! - `y` may be longer than `M · rows`; only that prefix is written.
-//! - `Avx2Q8` results differ from `Avx2`/`Scalar` by the 8-bit rounding of the activations
+//! - `Avx2Q8` (and `Avx512Q8`, bit for bit the same) results differ from `Avx2`/`Scalar` by the 8-bit rounding of the activations
 //!   (relative error around 1e-2 of a row's magnitude, like llama.cpp).
 //! - Unsafe code (intrinsics, the pool's lending of a borrowed closure) lives in one private
 //!   module, `sys`.

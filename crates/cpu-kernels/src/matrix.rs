@@ -278,17 +278,18 @@ impl Matrix {
         }
     }
 
-    /// Stores the rows in groups of eight, interleaved, the layout in which the default kernel
-    /// ([`Kernel::Avx2Q8`]) scores several activation rows at a fraction of the instructions
-    /// per weight (see the crate docs). Returns whether the matrix is now interleaved: `false`,
-    /// with nothing changed, for the formats without an interleaved kernel (only `Q8_0`,
-    /// `Q4_0` and `Q4_1` have one).
+    /// Stores the rows in groups of eight, interleaved, the layout in which the 8-bit kernels
+    /// ([`Kernel::Avx2Q8`], [`Kernel::Avx512Q8`]) score several activation rows at a fraction
+    /// of the instructions per weight (see the crate docs). Returns whether the matrix is now
+    /// interleaved: `false`, with nothing changed, for the formats without an interleaved
+    /// kernel (only `Q8_0`, `Q4_0` and `Q4_1` have one).
     ///
     /// Exact: the bytes are only reordered, and every kernel computes the same products as
-    /// before ([`Kernel::Avx2Q8`] rounds its sums in another order, so its results differ from
-    /// the row layout's in the last bits, like any two summation orders). The weights become
-    /// an owned copy (a [`from_shared_bytes`](Self::from_shared_bytes) matrix stops reading
-    /// the shared owner), plus up to seven all-zero padding rows. Products over a subset of
+    /// before (the 8-bit kernels round their sums in another order, so their results differ
+    /// from the row layout's in the last bits, like any two summation orders). The weights
+    /// become an owned copy (a [`from_shared_bytes`](Self::from_shared_bytes) matrix stops
+    /// reading the shared owner), plus up to fifteen all-zero padding rows (a whole pair of
+    /// groups). Products over a subset of
     /// rows ([`matmul_rows`](Self::matmul_rows)) compute every row of each group they touch:
     /// up to eight times the work of the row layout for a scattered selection, so interleave
     /// the matrices that are always multiplied whole (a model's layers), not a shortlisted LM
