@@ -127,6 +127,7 @@
 //! - Unsafe code (intrinsics, the pool's lending of a borrowed closure) lives in one private
 //!   module, `sys`.
 
+mod activation;
 mod attention;
 mod error;
 mod format;
@@ -137,6 +138,7 @@ mod scalar;
 mod sys;
 mod threads;
 
+pub use activation::swiglu;
 pub use attention::{HeadLayout, attend_head, attend_queries};
 pub use error::{Error, Result};
 pub use format::{WeightFormat, dequantize, quantize};

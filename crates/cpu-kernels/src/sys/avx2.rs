@@ -390,35 +390,47 @@ pub(crate) fn attention_supported() -> bool {
         && std::arch::is_x86_feature_detected!("f16c")
 }
 
-/// `scale · (q · k)` over `width` lanes: the one computation of an attention score, shared by
-/// every query of [`attention_scores_multi`].
+/// `scale · (q · k_l)` for the eight keys `keys[l]` over `width` lanes, in the eight lanes of
+/// the result: the one computation of an attention score, shared by every query of
+/// [`attention_scores_multi`]. Each key's products are summed in eight lanes, chunk by chunk
+/// in order, then the lanes as `((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))` for every
+/// key alike (a transposing `hadd` tree), so a key's score does not depend on its place among
+/// the eight. One transposed reduction for eight keys instead of one horizontal sum per key:
+/// the horizontal sums were most of the scores' instructions.
 ///
 /// # Safety
-/// AVX2/FMA available; `width` a multiple of 8; `q` and `k` point at `width` readable values.
+/// AVX2/FMA available; `width` a multiple of 8; `q` and every `keys[l]` point at `width`
+/// readable values.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn score_of(q: *const f32, k: *const f32, width: usize, scale: f32) -> f32 {
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut i = 0;
-    while i + 16 <= width {
-        // SAFETY: lanes `i..i + 16` lie inside the query and the key.
+unsafe fn scores_of_eight(q: *const f32, keys: &[*const f32; 8], width: usize, scale: f32) -> __m256 {
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for c in (0..width).step_by(8) {
+        // SAFETY: lanes `c..c + 8` lie inside the query and every key (`width` a multiple of 8).
         unsafe {
-            acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]);
-            acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i + 8)), _mm256_loadu_ps(k.add(i + 8)), acc[1]);
+            let qc = _mm256_loadu_ps(q.add(c));
+            for (a, &k) in acc.iter_mut().zip(keys) {
+                *a = _mm256_fmadd_ps(qc, _mm256_loadu_ps(k.add(c)), *a);
+            }
         }
-        i += 16;
     }
-    if i < width {
-        // SAFETY: `width` is a multiple of 8, so lanes `i..i + 8` are in bounds.
-        unsafe { acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q.add(i)), _mm256_loadu_ps(k.add(i)), acc[0]) };
-    }
-    hsum(&acc) * scale
+    let t01 = _mm256_hadd_ps(acc[0], acc[1]);
+    let t23 = _mm256_hadd_ps(acc[2], acc[3]);
+    let t45 = _mm256_hadd_ps(acc[4], acc[5]);
+    let t67 = _mm256_hadd_ps(acc[6], acc[7]);
+    let u0 = _mm256_hadd_ps(t01, t23);
+    let u1 = _mm256_hadd_ps(t45, t67);
+    // Lane l of `low` sums key l's lanes 0..4, of `high` its lanes 4..8.
+    let low = _mm256_permute2f128_ps::<0x20>(u0, u1);
+    let high = _mm256_permute2f128_ps::<0x31>(u0, u1);
+    _mm256_mul_ps(_mm256_add_ps(low, high), _mm256_set1_ps(scale))
 }
 
 /// Attention scores of several queries over the same keys, each key read from memory once for
-/// all of them: `scores[i·row + j] = scale · (query_i · key_j)` for `j < counts[i]`, query `i`
-/// being `queries[i·width..][..width]`. Each score is [`score_of`], whatever the other
-/// queries, so a query gets the same scores alone or in a group.
+/// all of them: `scores[i·row + j] = scale · (query_i · key_j)` for `j < counts[i]` (and
+/// possibly beyond, up to the largest count), query `i` being `queries[i·width..][..width]`.
+/// Keys go eight at a time through [`scores_of_eight`], whose result for a key depends on
+/// nothing else, so a query gets the same scores alone or in a group.
 ///
 /// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
 /// key below the largest count lies inside `keys`.
@@ -459,15 +471,28 @@ unsafe fn scores_multi_impl(
     row: usize,
     most: usize,
 ) {
-    for j in 0..most {
-        // SAFETY: `offset + j·stride + width ≤ keys.len()` for j < most.
-        let k = unsafe { keys.as_ptr().add(offset + j * stride) };
+    for first in (0..most).step_by(8) {
+        let block = (most - first).min(8);
+        // Keys first..first + block; the lanes past the last key repeat it (their scores are
+        // dropped). SAFETY: `offset + j·stride + width ≤ keys.len()` for j < most.
+        let k: [*const f32; 8] =
+            core::array::from_fn(|l| unsafe { keys.as_ptr().add(offset + (first + l.min(block - 1)) * stride) });
         for (i, &count) in counts.iter().enumerate() {
-            if j >= count {
+            if first >= count {
                 continue;
             }
-            // SAFETY: query i lies inside `queries` (n·width ≤ len), key j inside `keys`.
-            scores[i * row + j] = unsafe { score_of(queries.as_ptr().add(i * width), k, width, scale) };
+            // SAFETY: query i lies inside `queries` (n·width ≤ len), the keys inside `keys`.
+            let eight = unsafe { scores_of_eight(queries.as_ptr().add(i * width), &k, width, scale) };
+            let out = &mut scores[i * row + first..i * row + first + block];
+            if block == 8 {
+                // SAFETY: `out` holds eight floats.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), eight) };
+            } else {
+                let mut lanes = [0.0f32; 8];
+                // SAFETY: `lanes` holds eight floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), eight) };
+                out.copy_from_slice(&lanes[..block]);
+            }
         }
     }
 }
@@ -582,19 +607,20 @@ unsafe fn sum_chunk<const PAIR: bool>(
     (acc_a, acc_b)
 }
 
-/// `exp(x)` in eight lanes, for `x ≤ 0` (softmax numerators `exp(s − max s)`): Cephes'
-/// `expf` in vector form, as ggml's `ggml_v_expf` and every SIMD softmax do. `x = n·ln 2 + r`
-/// with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `exp(r)`, and `2ⁿ` built in the exponent
-/// bits. Relative error under 2·10⁻⁷ (tested against f64); arguments below −87.3 give the
-/// smallest normal float (≈ 1.2·10⁻³⁸) rather than a subnormal or zero, and a NaN stays NaN.
+/// `exp(x)` in eight lanes: Cephes' `expf` in vector form, as ggml's `ggml_v_expf` and every
+/// SIMD softmax do. `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `exp(r)`,
+/// and `2ⁿ` built in the exponent bits. Relative error under 2·10⁻⁷ (tested against f64).
+/// Arguments are clamped to −87.34..=88: below, the smallest normal float (≈ 1.2·10⁻³⁸) rather
+/// than a subnormal or zero; above, exp(88) ≈ 1.65·10³⁸ rather than infinity. A NaN stays NaN.
 ///
-/// Why: a scalar `expf` call per score was 5% of a verification pass of six positions on
-/// SmolLM2-135M (`perf`, 64 tokens of context), more than the weighted sum of the values.
+/// Why: a scalar `expf` call per attention score was 5% of a verification pass of six
+/// positions on SmolLM2-135M (`perf`, 64 tokens of context), and one per SwiGLU activation
+/// another 3%.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn exp_nonpositive(x: __m256) -> __m256 {
-    // max(lowest, x) returns x when x is NaN (the second operand wins), so NaN propagates.
-    let x = _mm256_max_ps(_mm256_set1_ps(-87.336_54), x);
+fn exp8(x: __m256) -> __m256 {
+    // min/max(bound, x) return x when x is NaN (the second operand wins), so NaN propagates.
+    let x = _mm256_max_ps(_mm256_set1_ps(-87.336_54), _mm256_min_ps(_mm256_set1_ps(88.0), x));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
         _mm256_set1_ps(core::f32::consts::LOG2_E),
@@ -608,7 +634,7 @@ fn exp_nonpositive(x: __m256) -> __m256 {
     }
     let p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
     let p = _mm256_add_ps(p, _mm256_set1_ps(1.0));
-    // 2ⁿ for n in −126..=0: the biased exponent n + 127 in the exponent bits.
+    // 2ⁿ for n in −126..=127: the biased exponent n + 127 in the exponent bits.
     let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
     _mm256_mul_ps(p, _mm256_castsi256_ps(two_n))
 }
@@ -633,7 +659,7 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
     for chunk in &mut chunks {
         // SAFETY: `chunk` holds eight floats.
         unsafe {
-            let e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), m));
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), m));
             _mm256_storeu_ps(chunk.as_mut_ptr(), e);
             acc = _mm256_add_ps(acc, e);
         }
@@ -643,7 +669,7 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
     lanes[..tail.len()].copy_from_slice(tail);
     // SAFETY: `lanes` holds eight floats.
     unsafe {
-        let e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(lanes.as_ptr()), m));
+        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(lanes.as_ptr()), m));
         _mm256_storeu_ps(lanes.as_mut_ptr(), e);
     }
     tail.copy_from_slice(&lanes[..tail.len()]);
@@ -653,8 +679,65 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
     sums.iter().sum::<f32>() + tail.iter().sum::<f32>()
 }
 
+/// `silu(g)·u = g / (1 + exp(−g)) · u` in place over `gate`, eight at a time (the tail padded
+/// to eight, so that every element gets the same operations wherever it lies).
+pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    assert!(attention_supported() && gate.len() == up.len(), "swiglu: unchecked call");
+    // SAFETY: AVX2/FMA/F16C checked just above.
+    unsafe { swiglu_impl(gate, up) }
+}
+
+/// # Safety
+/// AVX2/FMA/F16C available; `gate.len() == up.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
+    let one = _mm256_set1_ps(1.0);
+    let zero = _mm256_setzero_ps();
+    let eight = |g: __m256, u: __m256| -> __m256 {
+        let denominator = _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, g)));
+        _mm256_mul_ps(_mm256_div_ps(g, denominator), u)
+    };
+    let mut gates = gate.chunks_exact_mut(8);
+    let mut ups = up.chunks_exact(8);
+    for (g, u) in (&mut gates).zip(&mut ups) {
+        // SAFETY: both chunks hold eight floats.
+        unsafe {
+            let y = eight(_mm256_loadu_ps(g.as_ptr()), _mm256_loadu_ps(u.as_ptr()));
+            _mm256_storeu_ps(g.as_mut_ptr(), y);
+        }
+    }
+    let (g, u) = (gates.into_remainder(), ups.remainder());
+    let (mut gl, mut ul) = ([0.0f32; 8], [0.0f32; 8]);
+    gl[..g.len()].copy_from_slice(g);
+    ul[..u.len()].copy_from_slice(u);
+    // SAFETY: the lane arrays hold eight floats.
+    unsafe { _mm256_storeu_ps(gl.as_mut_ptr(), eight(_mm256_loadu_ps(gl.as_ptr()), _mm256_loadu_ps(ul.as_ptr()))) };
+    g.copy_from_slice(&gl[..g.len()]);
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn swiglu_is_within_float_rounding_of_f64_and_independent_of_position() {
+        if !super::attention_supported() {
+            return; // no AVX2 on this CPU: nothing to test
+        }
+        let gate: Vec<f32> = (0..203).map(|i| (i as f32 - 101.0) * 0.37).chain([-100.0, 100.0, 0.0]).collect();
+        let up: Vec<f32> = (0..gate.len()).map(|i| 1.0 + (i % 5) as f32 * 0.25).collect();
+        let mut got = gate.clone();
+        super::swiglu(&mut got, &up);
+        for ((&g, &u), &y) in gate.iter().zip(&up).zip(&got) {
+            let want = f64::from(g) / (1.0 + (-f64::from(g)).exp()) * f64::from(u);
+            assert!((f64::from(y) - want).abs() <= 4e-7 * want.abs() + 1e-30, "silu({g})·{u} = {y}, want {want}");
+        }
+        // An element alone (in the tail) gets what it gets among others.
+        for (i, (&g, &u)) in gate.iter().zip(&up).enumerate().step_by(17) {
+            let mut one = [g];
+            super::swiglu(&mut one, &[u]);
+            assert_eq!(one[0].to_bits(), got[i].to_bits(), "element {i}");
+        }
+    }
+
     #[test]
     fn vector_exp_is_within_two_ulps_of_f64() {
         if !super::attention_supported() {

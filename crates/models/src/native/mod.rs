@@ -328,7 +328,7 @@ impl NativeLlama {
             s.gated.clear();
             for row in s.gate_up.chunks_exact_mut(2 * width) {
                 let (gate, up) = row.split_at_mut(width);
-                ops::swiglu(gate, up);
+                anyspec_cpu_kernels::swiglu(gate, up);
                 s.gated.extend_from_slice(gate);
             }
             layer.down.forward(&s.gated, &mut s.projected, threads)?;

@@ -33,14 +33,6 @@ pub(crate) fn rotate_heads(x: &mut [f32], head_dim: usize, cos: &[f32], sin: &[f
     }
 }
 
-/// `silu(gate) · up` element-wise, into `gate`.
-pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let silu = *g / (1.0 + (-*g).exp());
-        *g = silu * u;
-    }
-}
-
 /// Adds `bias` to every row of `x`.
 pub(crate) fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
@@ -158,13 +150,5 @@ mod tests {
             let expected: f64 = kept.iter().zip(&weights).map(|(&i, w)| w / total * f64::from(values[i][d])).sum();
             assert!((f64::from(out[d]) - expected).abs() < 1e-5, "dim {d}: {} vs {expected}", out[d]);
         }
-    }
-
-    #[test]
-    fn swiglu_is_silu_of_the_gate_times_up() {
-        let mut gate = [0.0, 2.0];
-        swiglu(&mut gate, &[5.0, 3.0]);
-        assert_eq!(gate[0], 0.0);
-        assert!((gate[1] - 3.0 * 2.0 / (1.0 + (-2.0f32).exp())).abs() < 1e-6);
     }
 }

@@ -1,0 +1,23 @@
+//! The SwiGLU activation of a Llama MLP, `silu(gate) · up`, with AVX2 where the CPU has it.
+
+#[cfg(target_arch = "x86_64")]
+use crate::sys::avx2;
+
+/// `silu(g) · u = g / (1 + exp(−g)) · u` element-wise, into `gate`: eight at a time with a
+/// vector `exp` where the CPU has AVX2 (relative error under 4·10⁻⁷), the portable loop
+/// otherwise. An element's result does not depend on its position or on the slice's length,
+/// so one row of a batch gets what it gets alone.
+///
+/// # Panics
+/// When `gate` and `up` differ in length (the caller's shapes are wrong).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    assert_eq!(gate.len(), up.len(), "swiglu: gate and up differ in length");
+    #[cfg(target_arch = "x86_64")]
+    if avx2::attention_supported() {
+        avx2::swiglu(gate, up);
+        return;
+    }
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
