@@ -201,9 +201,6 @@ struct Report {
     tokens_per_step: f64,
     draft_ms: f64,
     verify_ms: f64,
-    /// What went wrong without stopping the run (a drafter that never drafted, or never was
-    /// right); empty when all is well. Each is also logged once on stderr.
-    warnings: Vec<String>,
 }
 
 /// Fewer rejected drafted tokens than this, all rejected, are no evidence of a useless drafter.
@@ -354,9 +351,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     stream.finish()?;
 
     let stats = &generation.stats;
-    let warnings = args.drafter.as_deref().map(|path| drafter_warnings(stats, path)).unwrap_or_default();
-    for warning in &warnings {
-        crate::output::warn(warning.clone());
+    // On stderr, and in the `warnings` array that print_json gives every report.
+    for warning in args.drafter.as_deref().map(|path| drafter_warnings(stats, path)).unwrap_or_default() {
+        crate::output::warn(warning);
     }
     let report = Report {
         text: tokenizer.decode(&generation.tokens)?,
@@ -383,7 +380,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         tokens_per_step: stats.tokens_per_step(),
         draft_ms: ms(stats.draft_time),
         verify_ms: ms(stats.verify_time),
-        warnings,
     };
     if args.json {
         return print_json(&report);

@@ -108,8 +108,6 @@ struct Report {
     coverage: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     seconds: Option<f64>,
-    /// What the user should know about this shortlist (empty when all is well).
-    warnings: Vec<String>,
 }
 
 fn report(path: &Path, list: &Shortlist, vocabulary: Option<&Vocabulary>, seconds: Option<f64>) -> Report {
@@ -127,7 +125,6 @@ fn report(path: &Path, list: &Shortlist, vocabulary: Option<&Vocabulary>, second
         corpus_tokens: list.corpus_tokens(),
         coverage: list.coverage(),
         seconds,
-        warnings: Vec::new(),
     }
 }
 
@@ -189,10 +186,10 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .map_err(affinity_flag_error)?;
     list.save(&args.output).with_context(|| format!("-o {}: cannot write the shortlist", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
-    let mut report = report(&args.output, &list, Some(&vocabulary), Some(seconds));
+    let report = report(&args.output, &list, Some(&vocabulary), Some(seconds));
+    // On stderr, and in the `warnings` array that print_json gives every report.
     if let Some(warning) = unseen_warning(&list, &frequencies) {
-        crate::output::warn(warning.clone());
-        report.warnings.push(warning);
+        crate::output::warn(warning);
     }
     print_report(&report, args.json, "wrote")
 }

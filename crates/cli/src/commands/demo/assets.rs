@@ -175,11 +175,12 @@ pub(super) fn load(
     // SmolLM2's dictionary is counted from its own answers to other prompts: what the target
     // writes next is best predicted by what it wrote before. The tiny target was trained on the
     // Gutenberg corpus, so its dictionary comes from that.
-    let dictionary_text = match source {
-        TargetSource::Tiny => Corpus::read(dir, CORPUS)?,
-        TargetSource::Gguf(_) => Corpus::read(dir, TARGET_OUTPUTS)?,
+    let target_outputs = match source {
+        TargetSource::Tiny => None,
+        TargetSource::Gguf(_) => Some(Corpus::read(dir, TARGET_OUTPUTS)?),
     };
-    let dictionary = Arc::new(dictionary(&dictionary_text, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let dictionary_text = target_outputs.as_ref().unwrap_or(&corpus);
+    let dictionary = Arc::new(dictionary(dictionary_text, cache, &target_vocabulary, progress, &mut artifacts)?);
     let affinity = Arc::new(affinity(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
     let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
         let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;

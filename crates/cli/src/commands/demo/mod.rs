@@ -321,9 +321,6 @@ struct Report {
     rows: Vec<Row>,
     /// Methods left out, with the reason.
     skipped: Vec<String>,
-    /// Methods that ran but could not help (drafted nothing, or nothing they drafted was
-    /// accepted); empty when all is well. Each is also logged once on stderr.
-    warnings: Vec<String>,
 }
 
 /// A warning per row whose drafter drafted nothing, or had every drafted token rejected.
@@ -514,12 +511,13 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
         groups,
         sample,
         artifacts: std::mem::take(&mut assets.artifacts),
-        warnings: drafter_warnings(&rows),
         rows,
         skipped,
     };
-    for warning in &report.warnings {
-        crate::output::warn(warning.clone());
+    // Methods that ran but could not help: on stderr, and in the `warnings` array that
+    // print_json gives every report.
+    for warning in drafter_warnings(&report.rows) {
+        crate::output::warn(warning);
     }
     if args.json {
         return print_json(&report);
