@@ -207,7 +207,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             );
         }
     }
-    write_gz(&args.out, &answers.join("\n\n"))?;
+    let text = answers.join("\n\n");
+    anyspec_core::artifact::write_atomically(&args.out, |file| {
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+        gz.write_all(text.as_bytes())?;
+        gz.finish().map(drop)
+    })
+    .with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!(
         "wrote {} ({} answers, {generated} tokens) in {:.0} s",
         args.out.display(),
@@ -215,14 +221,4 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// Writes `text` gzipped to `path` through a temporary file renamed into place.
-fn write_gz(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
-    gz.write_all(text.as_bytes())?;
-    gz.finish()?.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }

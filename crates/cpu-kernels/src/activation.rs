@@ -13,7 +13,7 @@ use crate::sys::avx2;
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "swiglu: gate and up differ in length");
     #[cfg(target_arch = "x86_64")]
-    if avx2::attention_supported() {
+    if avx2::supported() {
         avx2::swiglu(gate, up);
         return;
     }

@@ -137,7 +137,7 @@ pub fn attend_queries(
         assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
     }
     #[cfg(target_arch = "x86_64")]
-    let fast = width.is_multiple_of(8) && avx2::attention_supported();
+    let fast = width.is_multiple_of(8) && avx2::supported();
     #[cfg(not(target_arch = "x86_64"))]
     let fast = false;
     SCRATCH.with_borrow_mut(|Scratch { scores, totals }| {

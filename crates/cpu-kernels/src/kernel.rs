@@ -167,9 +167,7 @@ pub(crate) struct Prepared(
 
 #[cfg(target_arch = "x86_64")]
 fn avx2_supported() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-        && std::arch::is_x86_feature_detected!("fma")
-        && std::arch::is_x86_feature_detected!("f16c")
+    crate::sys::avx2::supported()
 }
 
 #[cfg(not(target_arch = "x86_64"))]

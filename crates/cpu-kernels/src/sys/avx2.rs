@@ -382,9 +382,9 @@ unsafe fn q6_k_block<const M: usize, const A: usize>(
     }
 }
 
-/// Whether [`attention_scores_multi`] and [`attention_sum_multi`] may run (AVX2, FMA and F16C
-/// detected, as for every kernel here).
-pub(crate) fn attention_supported() -> bool {
+/// Whether this CPU has the instructions every function here is compiled for (AVX2, FMA and
+/// F16C): the kernels, the attention passes, the softmax and SwiGLU.
+pub(crate) fn supported() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("fma")
         && std::arch::is_x86_feature_detected!("f16c")
@@ -432,7 +432,7 @@ unsafe fn scores_of_eight(q: *const f32, keys: &[*const f32; 8], width: usize, s
 /// Keys go eight at a time through [`scores_of_eight`], whose result for a key depends on
 /// nothing else, so a query gets the same scores alone or in a group.
 ///
-/// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
+/// The caller checked [`supported`], that `width` is a multiple of 8, and that every
 /// key below the largest count lies inside `keys`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_scores_multi(
@@ -448,7 +448,7 @@ pub(crate) fn attention_scores_multi(
 ) {
     let n = counts.len();
     let most = counts.iter().copied().max().unwrap_or(0);
-    assert!(width.is_multiple_of(8) && attention_supported(), "attention_scores_multi: unchecked call");
+    assert!(width.is_multiple_of(8) && supported(), "attention_scores_multi: unchecked call");
     assert!(queries.len() >= n * width && most <= row && scores.len() >= n * row, "scores or queries too short");
     assert!(most == 0 || offset + (most - 1) * stride + width <= keys.len(), "keys out of range");
     // SAFETY: AVX2/FMA are available and every read and write is in bounds (asserted above).
@@ -502,7 +502,7 @@ unsafe fn scores_multi_impl(
 /// Σ_{j < counts[i]} weights[i·row + j] · value_j`, in 32-column chunks, `j` in order. A
 /// query's operations do not depend on the other queries.
 ///
-/// The caller checked [`attention_supported`], that `width` is a multiple of 8, and that every
+/// The caller checked [`supported`], that `width` is a multiple of 8, and that every
 /// value below the largest count lies inside `values`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_sum_multi(
@@ -517,7 +517,7 @@ pub(crate) fn attention_sum_multi(
 ) {
     let n = counts.len();
     let most = counts.iter().copied().max().unwrap_or(0);
-    assert!(width.is_multiple_of(8) && attention_supported(), "attention_sum_multi: unchecked call");
+    assert!(width.is_multiple_of(8) && supported(), "attention_sum_multi: unchecked call");
     assert!(out.len() >= n * width && most <= row && weights.len() >= n * row, "weights or output too short");
     assert!(most == 0 || offset + (most - 1) * stride + width <= values.len(), "values out of range");
     // SAFETY: AVX2/FMA are available and every read and write is in bounds (asserted above).
@@ -643,7 +643,7 @@ fn exp8(x: __m256) -> __m256 {
 /// denominator), added in a fixed order (eight lanes, then the lanes in order, then the tail),
 /// so that a row of scores gets the same numerators and sum whichever call it is part of.
 pub(crate) fn softmax_numerators(scores: &mut [f32]) -> f32 {
-    assert!(attention_supported(), "softmax_numerators: unchecked call");
+    assert!(supported(), "softmax_numerators: unchecked call");
     // SAFETY: AVX2/FMA/F16C checked just above.
     unsafe { softmax_impl(scores) }
 }
@@ -682,7 +682,7 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
 /// `silu(g)·u = g / (1 + exp(−g)) · u` in place over `gate`, eight at a time (the tail padded
 /// to eight, so that every element gets the same operations wherever it lies).
 pub(crate) fn swiglu(gate: &mut [f32], up: &[f32]) {
-    assert!(attention_supported() && gate.len() == up.len(), "swiglu: unchecked call");
+    assert!(supported() && gate.len() == up.len(), "swiglu: unchecked call");
     // SAFETY: AVX2/FMA/F16C checked just above.
     unsafe { swiglu_impl(gate, up) }
 }
@@ -719,7 +719,7 @@ unsafe fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
 mod tests {
     #[test]
     fn swiglu_is_within_float_rounding_of_f64_and_independent_of_position() {
-        if !super::attention_supported() {
+        if !super::supported() {
             return; // no AVX2 on this CPU: nothing to test
         }
         let gate: Vec<f32> = (0..203).map(|i| (i as f32 - 101.0) * 0.37).chain([-100.0, 100.0, 0.0]).collect();
@@ -740,7 +740,7 @@ mod tests {
 
     #[test]
     fn vector_exp_is_within_two_ulps_of_f64() {
-        if !super::attention_supported() {
+        if !super::supported() {
             return; // no AVX2 on this CPU: nothing to test
         }
         // Two million points spread over -87.3..=0, and the edges, as softmax arguments.
@@ -765,7 +765,7 @@ mod tests {
 
     #[test]
     fn numerators_and_sum_do_not_depend_on_the_length_mod_eight() {
-        if !super::attention_supported() {
+        if !super::supported() {
             return;
         }
         // The same leading scores, rows of 1..=20: the numerators of the common part agree, and
