@@ -6,6 +6,9 @@ use anyspec_core::{Draft, Drafter, SamplingConfig};
 use anyspec_dict_builder::Dictionary;
 use rand::RngCore;
 
+/// The first confidence class of dictionary drafts, above prompt lookup's 1..=16.
+const CLASS_BASE: u16 = 256;
+
 /// Proposes the continuation of the longest context suffix (at most the dictionary's prefix
 /// length, 8 tokens by default) that is a dictionary key; proposes nothing when no suffix is.
 #[derive(Clone, Debug)]
@@ -25,10 +28,20 @@ impl DictionaryDrafter {
         &self.dictionary
     }
 
-    /// The draft for `context`, at most `max_tokens` long, without the trait's ceremony.
+    /// The confidence class of a draft found under a `matched`-token prefix: 256 + the length,
+    /// apart from prompt lookup's classes (1..=16) so that a hybrid's two sources keep separate
+    /// acceptance estimates in the γ tuner ([`anyspec_core::Draft::confidence_class`]).
+    pub fn confidence_class(matched: usize) -> u16 {
+        CLASS_BASE + matched.min(255) as u16
+    }
+
+    /// The draft for `context`, at most `max_tokens` long, without the trait's ceremony,
+    /// labelled with [`DictionaryDrafter::confidence_class`].
     pub fn draft(&mut self, context: &[u32], max_tokens: usize) -> Draft {
         match self.dictionary.longest_suffix_match(context, max_tokens, &mut self.scratch) {
-            Some(_) => Draft::deterministic(self.scratch.clone()),
+            Some(matched) => {
+                Draft::deterministic(self.scratch.clone()).with_confidence_class(Self::confidence_class(matched))
+            }
             None => Draft::empty(),
         }
     }

@@ -121,7 +121,9 @@ impl PromptLookup {
         self.indexed_until = self.indexed_until.max(last_end + 1);
     }
 
-    /// The draft for `context`, at most `max_tokens` long.
+    /// The draft for `context`, at most `max_tokens` long, labelled with the length of the
+    /// context it copies after ([`PromptLookup::confidence_class`]): the matched n-gram, grown
+    /// backwards while the two contexts still agree, up to [`MAX_NGRAM_LIMIT`] tokens.
     pub fn draft(&mut self, context: &[u32], max_tokens: usize) -> Draft {
         self.sync(context);
         if max_tokens == 0 {
@@ -138,11 +140,28 @@ impl PromptLookup {
                 let end = end as usize;
                 // A hash collision would propose unrelated tokens: check the match.
                 if &self.seen[end - n..end] == suffix {
-                    return Draft::deterministic(self.seen[end..len.min(end + max_tokens)].to_vec());
+                    let mut matched = n;
+                    while matched < MAX_NGRAM_LIMIT
+                        && matched < end
+                        && self.seen[end - matched - 1] == self.seen[len - matched - 1]
+                    {
+                        matched += 1;
+                    }
+                    return Draft::deterministic(self.seen[end..len.min(end + max_tokens)].to_vec())
+                        .with_confidence_class(Self::confidence_class(matched));
                 }
             }
         }
         Draft::empty()
+    }
+}
+
+impl PromptLookup {
+    /// The confidence class of a draft copied after a `matched`-token agreement of the two
+    /// contexts (the class is the length itself, 1..=16): the γ tuner learns an acceptance rate
+    /// per class, and a copy after a long agreement is right far more often than after one token.
+    pub fn confidence_class(matched: usize) -> u16 {
+        matched.clamp(1, MAX_NGRAM_LIMIT) as u16
     }
 }
 

@@ -27,9 +27,39 @@ fn propose(drafter: &mut dyn Drafter, context: &[u32], max_tokens: usize) -> Dra
 fn dictionary_drafter_uses_the_longest_suffix_and_respects_gamma() {
     let dict = dictionary(&[(&[2], &[7, 7, 7]), (&[1, 2], &[8, 8, 8, 8])]);
     let mut drafter = DictionaryDrafter::new(dict);
-    assert_eq!(propose(&mut drafter, &[5, 1, 2], 8), Draft::deterministic(vec![8, 8, 8, 8]));
-    assert_eq!(propose(&mut drafter, &[5, 3, 2], 2), Draft::deterministic(vec![7, 7]));
+    // Each draft is labelled with the length of the prefix it was found under.
+    let found_under = |prefix: usize| DictionaryDrafter::confidence_class(prefix);
+    assert_eq!(
+        propose(&mut drafter, &[5, 1, 2], 8),
+        Draft::deterministic(vec![8, 8, 8, 8]).with_confidence_class(found_under(2))
+    );
+    assert_eq!(
+        propose(&mut drafter, &[5, 3, 2], 2),
+        Draft::deterministic(vec![7, 7]).with_confidence_class(found_under(1))
+    );
+    assert_ne!(found_under(1), found_under(2));
     assert_eq!(propose(&mut drafter, &[5, 3, 4], 8), Draft::empty());
+}
+
+#[test]
+fn prompt_lookup_labels_a_copy_with_how_long_the_two_contexts_agree() {
+    let mut lookup = PromptLookup::new(PromptLookupConfig::default()).unwrap();
+    // The context's last 5 tokens [1, 2, 3, 4, 5] occurred before (after 9, not 8): the 3-gram
+    // index finds the copy, and the agreement grows back to 5 tokens.
+    let context = [9, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5];
+    let draft = propose(&mut lookup, &context, 2);
+    assert_eq!(draft.tokens, vec![6, 7]);
+    assert_eq!(draft.confidence_class, Some(PromptLookup::confidence_class(5)));
+    // One token of agreement: class 1.
+    let draft = propose(&mut lookup, &[4, 6, 7, 4], 2);
+    assert_eq!((draft.tokens, draft.confidence_class), (vec![6, 7], Some(PromptLookup::confidence_class(1))));
+    // A long repetition is capped at 16.
+    let long: Vec<u32> = (0..40).map(|i| i % 20).collect();
+    assert_eq!(propose(&mut lookup, &long, 2).confidence_class, Some(PromptLookup::confidence_class(16)));
+    assert_eq!(PromptLookup::confidence_class(16), PromptLookup::confidence_class(40));
+    // The classes are the lengths themselves, apart from the dictionary's.
+    assert_eq!(PromptLookup::confidence_class(5), 5);
+    assert!(DictionaryDrafter::confidence_class(1) > PromptLookup::confidence_class(16));
 }
 
 #[test]
@@ -115,4 +145,99 @@ fn on_smollm2_greedy_generation_with_a_drafter_equals_it_without() {
         assert!(generation.stats.accepted > 0, "{name}: no draft was accepted, so nothing was verified");
         assert!(generation.stats.steps < reference.stats.steps, "{name}: speculation saved no step");
     }
+}
+
+/// Two plausible bugs, for the audit to catch: a deterministic token accepted when it is the
+/// target's most likely one (a greedy check left on while sampling), a sampled one with
+/// probability `min(1, q/p)` (target and drafter swapped).
+fn wrong_rule(
+    p: &[Vec<f32>],
+    draft: &Draft,
+    _: anyspec_core::DeterministicRule,
+    rng: &mut dyn rand::RngCore,
+) -> anyspec_core::Result<anyspec_core::Verdict> {
+    use anyspec_core::sampling::{argmax, sample};
+    use anyspec_core::{DraftOrigin, Verdict};
+    use rand::Rng;
+    for (j, &d) in draft.tokens.iter().enumerate() {
+        let pd = f64::from(p[j][d as usize]);
+        let chance = match &draft.origin {
+            DraftOrigin::Deterministic => f64::from(u8::from(argmax(&p[j]) == d)),
+            DraftOrigin::Sampled { distributions, .. } => {
+                (f64::from(distributions[j][d as usize]) / pd.max(1e-12)).min(1.0)
+            }
+        };
+        if rng.random::<f64>() >= chance {
+            return Ok(Verdict { accepted: j, next_token: sample(&p[j], rng)?, bonus: false });
+        }
+    }
+    Ok(Verdict { accepted: draft.len(), next_token: sample(&p[draft.len()], rng)?, bonus: true })
+}
+
+/// SmolLM2-135M-Instruct Q4_1 at temperature 0.8: for prompt lookup (deterministic drafts,
+/// accepted with probability p(d)) and a model drafter (sampled drafts, accepted with
+/// probability Σ min(p, q)), the acceptance tests passed over a short run lie within four
+/// standard deviations of the sum of those probabilities computed from the target's logits
+/// ([`anyspec_core::AuditedTarget`]): the real-model check that the sampled path runs the rule
+/// the statistical suite proved. The same run with a wrong rule fails the check.
+#[test]
+fn on_smollm2_at_temperature_0_8_acceptance_is_what_the_logits_promise() {
+    use anyspec_core::audit::HostRule;
+    use anyspec_core::{AcceptanceAudit, AuditedTarget, GenerationConfig, generate};
+    use anyspec_drafters::ModelDrafter;
+    use anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1;
+    use anyspec_model_store::testing::model_for_tests;
+    use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget};
+    use std::ops::ControlFlow;
+
+    let Some(path) = model_for_tests(&SMOLLM2_135M_INSTRUCT_Q4_1, "ANYSPEC_SMOLLM2_GGUF") else { return };
+    let checkpoint = Checkpoint::open(&path).unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
+    let tokenizer = checkpoint.tokenizer().unwrap();
+    let prompts: Vec<Vec<u32>> = [
+        "Repeat this list three times: apples, pears, plums, cherries, figs, dates.",
+        "Summarize in one sentence: The cat sat on the mat. The cat was black. The mat was red.",
+    ]
+    .iter()
+    .map(|text| tokenizer.encode(&checkpoint.chat_prompt(None, text).unwrap()).unwrap())
+    .collect();
+    let target_model = checkpoint.load_model(&device).unwrap();
+    let config = GenerationConfig {
+        gamma: 4,
+        max_new_tokens: 96,
+        sampling: SamplingConfig::new(0.8, None, 1.0).unwrap(),
+        ..GenerationConfig::default()
+    };
+    let audit = |drafter: &mut dyn Drafter, rule: HostRule| {
+        let mut total = AcceptanceAudit::default();
+        for (seed, prompt) in prompts.iter().enumerate() {
+            let mut target = AuditedTarget::with_rule(LlamaTarget::new(target_model.clone()), rule);
+            let mut rng = StdRng::seed_from_u64(seed as u64);
+            generate(&mut target, Some(&mut *drafter), prompt, &config, &mut rng, &mut |_| ControlFlow::Continue(()))
+                .unwrap();
+            total.merge(target.audit());
+        }
+        total
+    };
+    // The self-speculative drafter: the target's first 6 of 30 layers and its head. Its q is far
+    // enough from p that a wrong rule shows (the same model as drafter would accept everything).
+    let mut first_layers = ModelDrafter::new(target_model.first_layers(6).unwrap(), 49_152);
+    let mut lookup = PromptLookup::new(PromptLookupConfig::default()).unwrap();
+    for (name, drafter) in [("prompt lookup", &mut lookup as &mut dyn Drafter), ("first 6 layers", &mut first_layers)] {
+        let proved = audit(drafter, |p, d, r, rng| anyspec_core::verify::verify_draft(p, d, r, rng));
+        assert!(proved.tests >= 40, "{name}: only {} acceptance tests", proved.tests);
+        assert!(
+            proved.z().abs() < 4.0,
+            "{name}: {} of {} tests passed, {:.1} expected (z = {:.2})",
+            proved.passed,
+            proved.tests,
+            proved.expected,
+            proved.z()
+        );
+    }
+    // The same check has power where the expectations are not all near 0 or 1: prompt lookup's
+    // drafts mostly are (SmolLM2 is sure of what it copies, or of not copying it), so the wrong
+    // rule is shown on the model drafter (and on toy models of every kind in anyspec-core).
+    let wrong = audit(&mut first_layers, wrong_rule);
+    assert!(wrong.z().abs() > 4.0, "the wrong rule passed the audit: {wrong:?}, z = {:.2}", wrong.z());
 }

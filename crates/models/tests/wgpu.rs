@@ -143,7 +143,11 @@ fn device_verification_verdicts_agree_between_cpu_and_wgpu() {
                     raw.iter().map(|w| w / total).collect()
                 })
                 .collect();
-            Draft { tokens: tokens.clone(), origin: DraftOrigin::Sampled { distributions, outside_target: None } }
+            Draft {
+                tokens: tokens.clone(),
+                origin: DraftOrigin::Sampled { distributions, outside_target: None },
+                confidence_class: None,
+            }
         };
         let temperature = [1.0, 0.7, 0.0][step % 3];
         let sampling = if temperature == 0.0 {

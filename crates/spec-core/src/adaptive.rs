@@ -16,7 +16,11 @@
 //! Each step then asks the drafter for the `γ ∈ 0..=max` maximising expected tokens per second,
 //! `E[tokens | α, γ] / (γ · draft + v(γ + 1))` ([`GammaTuner::next_gamma`]), and verifies at most
 //! the `γ` maximising `E[tokens | α, γ] / v(γ + 1)` of what was drafted, the drafting being paid
-//! by then ([`GammaTuner::verify_len`]). `γ = 0` (a plain step) wins when drafting does not pay.
+//! by then ([`GammaTuner::verify_len`]). A deterministic draft that carries a confidence class
+//! ([`crate::Draft::confidence_class`]: how long a context the drafter matched) is cut with the
+//! α measured for its class instead ([`GammaTuner::verify_len_for`]): one α for every draft
+//! verifies a 1-token match as deep as an 8-token one, wasting passes on the first and
+//! stopping short on the second. `γ = 0` (a plain step) wins when drafting does not pay.
 //! A drafter whose cost is negligible (prompt lookup, a dictionary) is always asked for the
 //! whole budget, since asking is free and its drafts exist only where it found a match; what is
 //! verified is still cut to what pays. After [`PROBE_INTERVAL`] steps without an acceptance test,
@@ -43,6 +47,10 @@ pub const PROBE_INTERVAL: usize = 8;
 /// as free: it is always asked for the whole budget.
 const FREE_DRAFT: f64 = 0.01;
 
+/// Prior weight, in acceptance tests, of the overall α in a confidence class's estimate: a class
+/// seen a few times leans on the overall rate until its own tests outweigh it.
+const CLASS_PRIOR_TESTS: f64 = 2.0;
+
 /// What one draft → verify step did, as the tuner learns from it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepObservation {
@@ -56,6 +64,16 @@ pub struct StepObservation {
     pub draft_time: Duration,
     /// Time of the target's pass over `drafted + 1` positions and its verification.
     pub verify_time: Duration,
+    /// The confidence class the draft was cut by ([`crate::Draft::cut_class`]), if any.
+    pub class: Option<u16>,
+}
+
+/// Decayed acceptance counts of one confidence class, and its steps in a row without a test.
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassCounts {
+    passed: f64,
+    tests: f64,
+    untested: usize,
 }
 
 /// Picks γ for the next step from measured acceptance and costs (see the module docs).
@@ -71,6 +89,8 @@ pub struct GammaTuner {
     draft_per_token: Option<f64>,
     /// Steps in a row without an acceptance test (nothing drafted or nothing verified).
     plain_steps: usize,
+    /// Acceptance per confidence class, by class (few classes: a short list beats a map).
+    classes: Vec<(u16, ClassCounts)>,
 }
 
 impl GammaTuner {
@@ -83,6 +103,7 @@ impl GammaTuner {
             verify: vec![None; max_gamma + 1],
             draft_per_token: None,
             plain_steps: 0,
+            classes: Vec::new(),
         }
     }
 
@@ -94,6 +115,31 @@ impl GammaTuner {
     /// The current estimate of the per-token acceptance probability α.
     pub fn alpha(&self) -> f64 {
         self.passed / self.tests
+    }
+
+    /// The acceptance estimate of drafts of confidence class `class`: its own decayed counts,
+    /// with [`CLASS_PRIOR_TESTS`] tests' weight of the overall α as a prior; the overall α for
+    /// `None` or a class not seen yet.
+    pub fn class_alpha(&self, class: Option<u16>) -> f64 {
+        match class.and_then(|c| self.class_counts(c)) {
+            Some(counts) => (counts.passed + CLASS_PRIOR_TESTS * self.alpha()) / (counts.tests + CLASS_PRIOR_TESTS),
+            None => self.alpha(),
+        }
+    }
+
+    fn class_counts(&self, class: u16) -> Option<&ClassCounts> {
+        self.classes.iter().find(|(c, _)| *c == class).map(|(_, counts)| counts)
+    }
+
+    fn class_counts_mut(&mut self, class: u16) -> &mut ClassCounts {
+        let index = match self.classes.iter().position(|(c, _)| *c == class) {
+            Some(i) => i,
+            None => {
+                self.classes.push((class, ClassCounts::default()));
+                self.classes.len() - 1
+            }
+        };
+        &mut self.classes[index].1
     }
 
     /// The measured mean time of a target pass over `positions` positions, if seen.
@@ -139,6 +185,13 @@ impl GammaTuner {
         Some(expected_tokens(self.alpha(), gamma) / (draft + verify).max(1e-12))
     }
 
+    /// Expected tokens per second of verifying `gamma` drafted tokens of acceptance `alpha`,
+    /// drafting not counted.
+    fn expected_verify_rate(&self, alpha: f64, gamma: usize) -> Option<f64> {
+        let verify = self.estimated_verify_time(gamma + 1)?;
+        Some(expected_tokens(alpha, gamma) / verify.max(1e-12))
+    }
+
     /// The γ the next step should ask the drafter for.
     pub fn next_gamma(&self) -> usize {
         if self.drafting_is_free() {
@@ -153,6 +206,29 @@ impl GammaTuner {
     /// keeps verification lossless ([`crate::Draft::truncate`]).
     pub fn verify_len(&self, asked: usize) -> usize {
         self.best(asked.min(self.max_gamma), false)
+    }
+
+    /// [`GammaTuner::verify_len`] for a draft of `drafted` tokens of confidence class `class`
+    /// ([`crate::Draft::cut_class`]): the γ ≤ `drafted` with the most expected tokens per second
+    /// of verification under the class's own α ([`GammaTuner::class_alpha`]). A class whose
+    /// drafts have not been tested for [`PROBE_INTERVAL`] of its steps gets one token verified,
+    /// so its estimate recovers when the text changes. `None` is [`GammaTuner::verify_len`].
+    pub fn verify_len_for(&self, drafted: usize, class: Option<u16>) -> usize {
+        let Some(class) = class else { return self.verify_len(drafted) };
+        let limit = drafted.min(self.max_gamma);
+        if limit == 0 {
+            return 0;
+        }
+        let alpha = self.class_alpha(Some(class));
+        let Some(mut best) = self.expected_verify_rate(alpha, 0).map(|r| (0, r)) else { return limit };
+        for gamma in 1..=limit {
+            let r = self.expected_verify_rate(alpha, gamma).unwrap_or(0.0);
+            if r > best.1 * (1.0 + 1e-9) {
+                best = (gamma, r);
+            }
+        }
+        let untested = self.class_counts(class).map_or(0, |c| c.untested);
+        if best.0 == 0 && untested + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
     }
 
     /// Whether the drafter's measured cost per token is negligible beside a target pass.
@@ -172,7 +248,7 @@ impl GammaTuner {
         }
         // Before any timing every width looks free: start at the top and measure.
         let rate = |gamma: usize| {
-            if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(gamma) }
+            if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(self.alpha(), gamma) }
         };
         let Some(mut best) = rate(0).map(|r| (0, r)) else { return limit };
         for gamma in 1..=limit {
@@ -182,12 +258,6 @@ impl GammaTuner {
             }
         }
         if best.0 == 0 && self.plain_steps + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
-    }
-
-    /// Expected tokens per second of verifying `gamma` drafted tokens, drafting not counted.
-    fn expected_verify_rate(&self, gamma: usize) -> Option<f64> {
-        let verify = self.estimated_verify_time(gamma + 1)?;
-        Some(expected_tokens(self.alpha(), gamma) / verify.max(1e-12))
     }
 
     /// Records a timing of a target pass over `positions` positions measured elsewhere (a
@@ -213,6 +283,17 @@ impl GammaTuner {
             self.tests = ALPHA_DECAY * self.tests + tests as f64;
             let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
             self.draft_per_token = Some(blend(self.draft_per_token, per_token));
+        }
+        if let Some(class) = step.class {
+            let counts = self.class_counts_mut(class);
+            if step.drafted == 0 {
+                counts.untested += 1;
+            } else {
+                let tests = step.accepted + usize::from(!step.bonus);
+                counts.passed = ALPHA_DECAY * counts.passed + step.accepted as f64;
+                counts.tests = ALPHA_DECAY * counts.tests + tests as f64;
+                counts.untested = 0;
+            }
         }
         if let Some(slot) = self.verify.get_mut(step.drafted) {
             *slot = Some(blend(*slot, step.verify_time.as_secs_f64()));
@@ -264,6 +345,7 @@ mod tests {
                 bonus,
                 draft_time: ms(draft_ms * gamma as f64),
                 verify_time: ms(verify_ms(gamma + 1)),
+                class: None,
             };
             tuner.observe(&step);
         }
@@ -303,6 +385,7 @@ mod tests {
                     bonus: gamma == 0,
                     draft_time: Duration::ZERO,
                     verify_time: ms(verify(gamma + 1)),
+                    class: None,
                 };
                 tuner.observe(&step);
                 gamma
@@ -328,6 +411,7 @@ mod tests {
                     bonus: g == 0,
                     draft_time: ms(draft_ms * g as f64),
                     verify_time: ms(verify(g + 1)),
+                    class: None,
                 });
             }
             train(&mut tuner, alpha, draft_ms, &verify, 400);
@@ -364,6 +448,7 @@ mod tests {
             bonus: false,
             draft_time: Duration::ZERO,
             verify_time: ms(t),
+            class: None,
         };
         tuner.observe(&step(0, 10.0));
         // One width: flat (optimistic) everywhere.
@@ -373,6 +458,90 @@ mod tests {
         assert!((tuner.estimated_verify_time(2).unwrap() - 0.015).abs() < 1e-9);
         // Past 3 positions: the same slope.
         assert!((tuner.estimated_verify_time(5).unwrap() - 0.030).abs() < 1e-9);
+    }
+
+    /// Steps alternating between two confidence classes of a free drafter: class 1's drafts
+    /// are accepted with probability `good`, class 2's with `poor` (error-diffusion coins).
+    fn train_classes(tuner: &mut GammaTuner, good: f64, poor: f64, verify_ms: &dyn Fn(usize) -> f64, steps: usize) {
+        let mut debts = [0.0, 0.0];
+        for i in 0..steps {
+            let (class, alpha) = if i % 2 == 0 { (1, good) } else { (2, poor) };
+            let gamma = tuner.verify_len_for(tuner.next_gamma(), Some(class));
+            let debt = &mut debts[usize::from(class) - 1];
+            let (mut accepted, mut bonus) = (0, true);
+            for _ in 0..gamma {
+                *debt += alpha;
+                if *debt >= 1.0 {
+                    *debt -= 1.0;
+                    accepted += 1;
+                } else {
+                    bonus = false;
+                    break;
+                }
+            }
+            tuner.observe(&StepObservation {
+                drafted: gamma,
+                accepted,
+                bonus,
+                draft_time: Duration::ZERO,
+                verify_time: ms(verify_ms(gamma + 1)),
+                class: Some(class),
+            });
+        }
+    }
+
+    #[test]
+    fn a_confident_class_is_verified_deeper_than_a_doubtful_one() {
+        // The CPU's cost curve of SmolLM2: each extra position about 12% of a step.
+        let verify = |k: usize| 10.0 * (1.0 + 0.12 * (k as f64 - 1.0));
+        let mut tuner = GammaTuner::new(6);
+        for g in 0..=6 {
+            tuner.observe(&StepObservation {
+                drafted: g,
+                accepted: 0,
+                bonus: g == 0,
+                draft_time: Duration::ZERO,
+                verify_time: ms(verify(g + 1)),
+                class: None,
+            });
+        }
+        train_classes(&mut tuner, 0.95, 0.1, &verify, 400);
+        let (good, poor) = (tuner.class_alpha(Some(1)), tuner.class_alpha(Some(2)));
+        // The poor class is mostly cut to nothing, so its few probes still lean on the prior.
+        assert!(good > 0.85 && poor < 0.3, "class estimates {good:.3} and {poor:.3}");
+        let deep = tuner.verify_len_for(6, Some(1));
+        let shallow = tuner.verify_len_for(6, Some(2));
+        let optimum = best_in_world(0.95, 0.0, &verify, 6);
+        assert!(deep.abs_diff(optimum) <= 1 && deep >= 5, "a 95% class verified {deep} of 6, the optimum is {optimum}");
+        assert!(shallow <= 1, "a 10% class verified {shallow} of 6");
+        // The overall α, which the good class's many tests dominate, would verify the poor
+        // class's drafts as deep as the good ones'.
+        assert!(tuner.verify_len(6) > shallow, "overall {}", tuner.verify_len(6));
+        // A class never seen leans on the overall α.
+        assert!((tuner.class_alpha(Some(9)) - tuner.alpha()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_class_cut_to_nothing_is_probed_again() {
+        let verify = |k: usize| 10.0 * (1.0 + 0.45 * (k as f64 - 1.0));
+        let mut tuner = GammaTuner::new(6);
+        train_classes(&mut tuner, 0.9, 0.0, &verify, 400);
+        // Class 2 is never accepted: cut to nothing, but one token every PROBE_INTERVAL steps.
+        let mut verified = Vec::new();
+        for _ in 0..2 * PROBE_INTERVAL {
+            let gamma = tuner.verify_len_for(6, Some(2));
+            verified.push(gamma);
+            tuner.observe(&StepObservation {
+                drafted: gamma,
+                accepted: 0,
+                bonus: gamma == 0,
+                draft_time: Duration::ZERO,
+                verify_time: ms(verify(gamma + 1)),
+                class: Some(2),
+            });
+        }
+        assert_eq!(verified.iter().filter(|&&g| g == 1).count(), 2, "{verified:?}");
+        assert!(verified.iter().all(|&g| g <= 1), "{verified:?}");
     }
 
     #[test]
@@ -386,6 +555,7 @@ mod tests {
                 bonus: false,
                 draft_time: Duration::ZERO,
                 verify_time: ms(1.0),
+                class: None,
             };
             tuner.observe(&step);
         }

@@ -11,6 +11,17 @@ pub struct Draft {
     pub tokens: Vec<u32>,
     /// How the tokens were chosen.
     pub origin: DraftOrigin,
+    /// How sure a deterministic drafter is of these tokens, as a label of its own (prompt
+    /// lookup: the length of the context it matched; a dictionary: the length of the prefix it
+    /// matched), or `None`.
+    ///
+    /// [`crate::GammaTuner`] keeps one acceptance estimate per label, so that a draft found by a
+    /// long match is verified deeper than one found by a single token, and a doubtful draft is
+    /// not verified at all when that does not pay. Only deterministic drafts are cut by it: the
+    /// label is a function of the context, like the draft itself, so any cut it decides keeps
+    /// the point-mass rule lossless. A sampled draft's cut must not depend on how its tokens
+    /// were drawn, and the engine ignores a label on one.
+    pub confidence_class: Option<u16>,
 }
 
 /// How a [`Draft`]'s tokens were chosen.
@@ -36,17 +47,32 @@ pub enum DraftOrigin {
 impl Draft {
     /// An empty draft: the step degenerates to one autoregressive token.
     pub fn empty() -> Self {
-        Draft { tokens: Vec::new(), origin: DraftOrigin::Deterministic }
+        Draft { tokens: Vec::new(), origin: DraftOrigin::Deterministic, confidence_class: None }
     }
 
     /// A deterministic draft.
     pub fn deterministic(tokens: Vec<u32>) -> Self {
-        Draft { tokens, origin: DraftOrigin::Deterministic }
+        Draft { tokens, origin: DraftOrigin::Deterministic, confidence_class: None }
     }
 
     /// A sampled draft with one distribution per token.
     pub fn sampled(tokens: Vec<u32>, distributions: Vec<Vec<f32>>) -> Self {
-        Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target: None } }
+        Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target: None }, confidence_class: None }
+    }
+
+    /// This draft labelled with the drafter's confidence class (see [`Draft::confidence_class`]).
+    pub fn with_confidence_class(mut self, class: u16) -> Self {
+        self.confidence_class = Some(class);
+        self
+    }
+
+    /// The confidence class a γ tuner may cut this draft by: the label of a deterministic draft,
+    /// never one of a sampled draft.
+    pub fn cut_class(&self) -> Option<u16> {
+        match self.origin {
+            DraftOrigin::Deterministic => self.confidence_class,
+            DraftOrigin::Sampled { .. } => None,
+        }
     }
 
     /// Keeps the first `len` tokens (and their distributions); a `len` at or past the end
@@ -75,5 +101,20 @@ impl Draft {
     /// Whether nothing is proposed.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_deterministic_draft_is_cut_by_its_confidence_class() {
+        let deterministic = Draft::deterministic(vec![1, 2]).with_confidence_class(3);
+        assert_eq!(deterministic.cut_class(), Some(3));
+        // A label on a sampled draft would let its cut depend on how its tokens were drawn.
+        let sampled = Draft::sampled(vec![1], vec![vec![0.5, 0.5]]).with_confidence_class(3);
+        assert_eq!(sampled.cut_class(), None);
+        assert_eq!(Draft::deterministic(vec![1]).cut_class(), None);
     }
 }

@@ -323,8 +323,9 @@ pub fn generate_tuned(
         stats.draft_time += draft_time;
         check_draft(&draft, gamma, vocab_size)?;
         if let Some(tuner) = tuner.as_deref() {
-            // Verify only what pays; decided from γ, not from the drafted tokens (lossless).
-            draft.truncate(tuner.verify_len(gamma));
+            // Verify only what pays: decided from γ, and for a deterministic draft from its
+            // confidence class, never from a sampled draft's tokens (lossless).
+            draft.truncate(tuner.verify_len_for(gamma, draft.cut_class()));
         }
 
         let started = Instant::now();
@@ -343,6 +344,7 @@ pub fn generate_tuned(
                 bonus: verdict.bonus,
                 draft_time,
                 verify_time,
+                class: draft.cut_class(),
             };
             tuner.observe(&step);
         }

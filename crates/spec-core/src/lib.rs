@@ -37,6 +37,7 @@
 
 pub mod adaptive;
 pub mod artifact;
+pub mod audit;
 mod draft;
 pub mod engine;
 mod error;
@@ -49,6 +50,7 @@ pub mod toy;
 pub mod verify;
 
 pub use adaptive::GammaTuner;
+pub use audit::{AcceptanceAudit, AuditedTarget};
 pub use draft::{Draft, DraftOrigin};
 pub use engine::{
     Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate, generate_tuned,

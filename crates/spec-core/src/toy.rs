@@ -295,7 +295,9 @@ impl Drafter for MarkovDrafter {
         }
         Ok(match self.mode {
             DraftMode::Greedy => Draft::deterministic(tokens),
-            DraftMode::Sample => Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target } },
+            DraftMode::Sample => {
+                Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target }, confidence_class: None }
+            }
         })
     }
 }

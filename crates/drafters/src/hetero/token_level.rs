@@ -382,7 +382,11 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
         Ok(if sampling.is_greedy() {
             Draft::deterministic(tokens)
         } else {
-            Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target: outside } }
+            Draft {
+                tokens,
+                origin: DraftOrigin::Sampled { distributions, outside_target: outside },
+                confidence_class: None,
+            }
         })
     }
 }

@@ -260,7 +260,7 @@ impl<M: TokenTreeModel> Drafter for SlrsDrafter<M> {
         Ok(if sampling.is_greedy() {
             Draft::deterministic(tokens)
         } else {
-            Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target } }
+            Draft { tokens, origin: DraftOrigin::Sampled { distributions, outside_target }, confidence_class: None }
         })
     }
 }

@@ -317,7 +317,8 @@ fn a_full_drafter_window_shortens_walks_and_psi_follows() {
                 || draft
                     == Draft {
                         tokens: vec![],
-                        origin: DraftOrigin::Sampled { distributions: vec![], outside_target: None }
+                        origin: DraftOrigin::Sampled { distributions: vec![], outside_target: None },
+                        confidence_class: None,
                     }
         );
     }
