@@ -149,6 +149,34 @@ impl NativeLlama {
         let (hidden, vocab) = (c.hidden_size, c.vocab_size);
         let q_width = c.num_heads * c.head_dim;
         let kv_width = c.num_kv_heads * c.head_dim;
+        // Each matrix is given its kernel (and interleaved) as soon as it is read, the largest
+        // first: interleaving copies a matrix, and the copy of the 49,152-row embedding table
+        // made after every layer was loaded had been the load's (and the run's) memory peak.
+        let ready = |matrix: &mut Matrix| -> Result<()> {
+            matrix.set_kernel(kernel)?;
+            // The 8-bit kernel scores a draft's positions at a fraction of the instructions
+            // per weight when the rows are interleaved in groups of eight (the other kernels
+            // would read them back row by row, for no gain). A tied LM head is also the
+            // embedding table: its rows are then read back one per token, which costs little.
+            if kernel.reads_interleaved() {
+                matrix.interleave_rows();
+            }
+            Ok(())
+        };
+        let embeddings = source.read_raw(&format!("{prefix}embed_tokens.weight"), vocab, hidden)?.to_matrix()?;
+        let (mut embeddings, mut lm_head) = if c.tie_word_embeddings || !source.contains("lm_head.weight") {
+            if !c.tie_word_embeddings {
+                return Err(Error::MissingTensor { tensor: "lm_head.weight".into(), expected: vec![vocab, hidden] });
+            }
+            (None, embeddings)
+        } else {
+            (Some(embeddings), source.read_raw("lm_head.weight", vocab, hidden)?.to_matrix()?)
+        };
+        if let Some(table) = embeddings.as_mut() {
+            // Only ever read a row at a time: it keeps the file's layout.
+            table.set_kernel(kernel)?;
+        }
+        ready(&mut lm_head)?;
         let mut layers = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
             let p = format!("{prefix}layers.{i}");
@@ -170,7 +198,7 @@ impl NativeLlama {
             } else {
                 (None, None)
             };
-            layers.push(Layer {
+            let mut layer = Layer {
                 attention_norm: source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?,
                 mlp_norm: source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?,
                 qkv: Projection::stacked(
@@ -193,35 +221,14 @@ impl NativeLlama {
                     vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?],
                     down_bias,
                 )?,
-            });
+            };
+            for projection in [&mut layer.qkv, &mut layer.output, &mut layer.gate_up, &mut layer.down] {
+                projection.parts.iter_mut().try_for_each(ready)?;
+            }
+            layers.push(layer);
         }
         let norm = source.read_f32(&format!("{prefix}norm.weight"), &[hidden])?;
-        let embeddings = source.read_raw(&format!("{prefix}embed_tokens.weight"), vocab, hidden)?.to_matrix()?;
-        let (embeddings, lm_head) = if c.tie_word_embeddings || !source.contains("lm_head.weight") {
-            if !c.tie_word_embeddings {
-                return Err(Error::MissingTensor { tensor: "lm_head.weight".into(), expected: vec![vocab, hidden] });
-            }
-            (None, embeddings)
-        } else {
-            (Some(embeddings), source.read_raw("lm_head.weight", vocab, hidden)?.to_matrix()?)
-        };
         let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling);
-        let (mut embeddings, mut lm_head) = (embeddings, lm_head);
-        if let Some(table) = embeddings.as_mut() {
-            // Only ever read a row at a time: it keeps the file's layout.
-            table.set_kernel(kernel)?;
-        }
-        let projections = layers.iter_mut().flat_map(|l| [&mut l.qkv, &mut l.output, &mut l.gate_up, &mut l.down]);
-        for matrix in projections.flat_map(|p| p.parts.iter_mut()).chain(std::iter::once(&mut lm_head)) {
-            matrix.set_kernel(kernel)?;
-            // The 8-bit kernel scores a draft's positions at a fraction of the instructions
-            // per weight when the rows are interleaved in groups of eight (the other kernels
-            // would read them back row by row, for no gain). A tied LM head is also the
-            // embedding table: its rows are then read back one per token, which costs little.
-            if kernel.reads_interleaved() {
-                matrix.interleave_rows();
-            }
-        }
         Ok(NativeLlama {
             config,
             kernel,
