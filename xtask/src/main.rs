@@ -1,6 +1,7 @@
 //! `cargo xtask`: project pipelines (reproductions, fixtures, demo assets, benchmarks).
 
 mod bench_cpu;
+mod bench_real;
 mod demo_assets;
 mod dict_fixtures;
 mod fetch_models;
@@ -44,6 +45,9 @@ enum Command {
     /// Measure the native CPU engine on a real GGUF model beside llama.cpp (same file, same run)
     /// and write reports/cpu-runtime.md. Run it in release mode.
     BenchCpu(bench_cpu::Args),
+    /// Run `anyspec demo` on SmolLM2 and llama.cpp's plain and prompt-lookup decoding on the same
+    /// file and prompts, in one run, and write reports/real-model.md. Run it in release mode.
+    BenchReal(bench_real::Args),
     /// Fuzz every loader (GGUF, dictionary, count shard, vocabulary map, affinity, shortlist,
     /// config.json, safetensors, tokenizer.json) with mutants of valid artifacts for --seconds
     /// each; a panic, abort, hang or allocation past the memory cap is saved as a finding and
@@ -135,6 +139,7 @@ fn main() -> anyhow::Result<()> {
         Command::DemoAssets(args) => demo_assets::run(&args),
         Command::FetchModels(args) => fetch_models::run(&args),
         Command::BenchCpu(args) => bench_cpu::run(&args),
+        Command::BenchReal(args) => bench_real::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::TargetOutputs(args) => target_outputs::run(&args),
         Command::Fixtures { which } => match which {
