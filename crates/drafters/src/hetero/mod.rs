@@ -22,5 +22,5 @@ mod token_level;
 
 pub use slem::{SLEM_DRAFTER_TOKENS_PER_TARGET_TOKEN, SlemDrafter};
 pub use source::{BurnDrafterModel, DrafterModel};
-pub use text::DEFAULT_LOOKBEHIND;
+pub use text::{DEFAULT_LOOKBEHIND, after_overlap, encode_after, longest_overlap};
 pub use token_level::{Bridge, ContextMapping, HeteroConfig, HeteroModelDrafter, RdkForm};
