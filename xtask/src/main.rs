@@ -7,6 +7,7 @@ mod dict_fixtures;
 mod fetch_models;
 mod fuzz;
 mod repro_dict;
+mod repro_lookbehind;
 mod repro_rdk;
 mod repro_rdk_demo;
 mod repro_vocab;
@@ -109,6 +110,14 @@ enum Repro {
         #[arg(long)]
         demo: bool,
     },
+    /// How often each SLEM look-behind rule (the old 4-token prefix strip, the paper's reference
+    /// longest overlap over 10 tokens, ours) recovers the text on real tokenizer pairs, written
+    /// to reports/lookbehind.md. Run it in release mode (about a minute).
+    Lookbehind {
+        /// The shared data directory (tokenizers/ and corpora/).
+        #[arg(long, default_value = "../shared")]
+        data: PathBuf,
+    },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
     Vocab {
@@ -123,6 +132,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
+            Repro::Lookbehind { data } => repro_lookbehind::run(&data),
             Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
             Repro::Rdk { demo: true, .. } => {
                 repro_rdk_demo::run(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/demo"))

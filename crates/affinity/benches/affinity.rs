@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 
 use anyspec_affinity::{AffinityParams, CooccurrenceCounts, build_affinity};
 use anyspec_core::NoProgress;
-use anyspec_core::projection::{ABSENT, AffinityMatrix, IdMap, SparseScores, rdk_exact, rdk_taylor, tli_projection};
+use anyspec_core::projection::{
+    ABSENT, AffinityMatrix, IdMap, SparseScores, rdk_dense_kernel_first_order, rdk_exact, rdk_taylor_eq3,
+    tli_projection,
+};
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -111,8 +114,12 @@ fn bench_projections(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("tli_then_rdk_exact", n), &n, |b, _| {
             b.iter(|| rdk_exact(&tli_projection(&q, &map).unwrap(), &matrix).unwrap())
         });
-        group.bench_with_input(BenchmarkId::new("tli_then_rdk_taylor", n), &n, |b, _| {
-            b.iter(|| rdk_taylor(&tli_projection(&q, &map).unwrap(), &scores, 1.0).unwrap())
+        group.bench_with_input(BenchmarkId::new("tli_then_rdk_dense_kernel_first_order", n), &n, |b, _| {
+            b.iter(|| rdk_dense_kernel_first_order(&tli_projection(&q, &map).unwrap(), &scores, 1.0).unwrap())
+        });
+        // Eq. 3 with the drafter's own distribution standing in for the target prior.
+        group.bench_with_input(BenchmarkId::new("tli_then_rdk_taylor_eq3", n), &n, |b, _| {
+            b.iter(|| rdk_taylor_eq3(&tli_projection(&q, &map).unwrap(), &q).unwrap())
         });
     }
     group.finish();

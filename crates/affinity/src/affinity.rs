@@ -104,7 +104,7 @@ impl Affinity {
         &self.matrix
     }
 
-    /// The raw scores, for [`anyspec_core::projection::rdk_taylor`] (with [`Affinity::tau`]).
+    /// The raw scores, for [`anyspec_core::projection::rdk_dense_kernel_first_order`] (with [`Affinity::tau`]).
     pub fn scores(&self) -> &SparseScores {
         &self.scores
     }

@@ -9,7 +9,7 @@
 //!   co-occur with everything; PMI measures how much more often `j` appears near `i` than chance.
 //!   Keeping only positive values makes "no entry" mean "score 0, independent", which is exactly
 //!   what the dense softmax kernel behind the first-order form
-//!   ([`anyspec_core::projection::rdk_taylor`]) assumes of a missing score.
+//!   ([`anyspec_core::projection::rdk_dense_kernel_first_order`]) assumes of a missing score.
 //! - **Noise floor.** Pairs seen fewer than `min_count` times get no entry: PMI of rare pairs is
 //!   dominated by chance.
 //! - **Self-affinity.** Co-occurrence says nothing about a token and itself, yet RDK must keep

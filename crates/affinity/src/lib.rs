@@ -9,7 +9,7 @@
 //!   ([`Affinity`]), saved as safetensors with the target tokenizer's fingerprint and the build
 //!   parameters, and loaded back as [`anyspec_core::projection::AffinityMatrix`] (for
 //!   [`anyspec_core::projection::rdk_exact`]) plus the raw scores and `τ` (for
-//!   [`anyspec_core::projection::rdk_taylor`]). [`Affinity::restricted_to_drafter`] narrows it
+//!   [`anyspec_core::projection::rdk_dense_kernel_first_order`]). [`Affinity::restricted_to_drafter`] narrows it
 //!   to a given drafter: rows spread a drafter token's mass only to target tokens the drafter
 //!   lacks.
 //! - [`Shortlist`]: the `m` most frequent drafter tokens of a corpus, end-of-sequence forced in,

@@ -1,13 +1,15 @@
-//! The emulator (dictspec.txt §4.5, reconstructed from the issue text): replay reference tokens
-//! through any drafter as greedy verification would, and count steps.
+//! The emulator of dictspec.txt §4.5 ("an exact speculative-decoding emulator that replays
+//! pre-tokenized reference text"): replay reference tokens through any drafter as greedy
+//! verification would, and count steps. The dictionary drafter it is run with looks up the
+//! longest matching suffix of up to 8 tokens and proposes up to γ = 8, as §4.5 states.
 //!
 //! At each position the drafter sees the reference up to that position and proposes up to γ
 //! tokens; the longest prefix of the proposal that equals the reference is accepted, and the
 //! position advances by `accepted + 1` (the target's own token comes for free with every
 //! verification step). No model runs: the reference text stands in for the target's greedy
 //! output, so the numbers are exactly what a greedy target that produces this text would see.
-//! Metrics come from [`EmulationCounts`]: speedup = tokens / steps, coverage, mean accepted
-//! length and acceptance rate.
+//! Metrics come from [`EmulationCounts`], as §4.5.1 defines them: speedup = tokens / steps,
+//! coverage, mean accepted length and acceptance rate.
 
 use anyspec_core::theory::EmulationCounts;
 use anyspec_core::{Drafter, Progress, ProgressUnit, SamplingConfig};

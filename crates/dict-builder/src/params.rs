@@ -19,10 +19,12 @@ pub const MAX_CONTINUATION_LIMIT: usize = 8;
 pub struct BuildParams {
     /// Word n-gram orders that contribute (for example `[1, 2, 3]`).
     pub orders: Vec<usize>,
-    /// Most frequent n-grams kept before tokenizing, over all orders together.
+    /// Most frequent n-grams kept before tokenizing, over all orders together (dictspec.txt §3.1's
+    /// first filter, "retain only the most frequent n-grams"; the size of the cap is ours, the
+    /// paper gives none).
     pub max_ngrams: usize,
-    /// N-grams seen fewer times are dropped before tokenizing (ours: singletons are mostly noise
-    /// and half of all distinct n-grams).
+    /// N-grams seen fewer times are dropped before tokenizing (ours, not in dictspec.txt:
+    /// singletons are mostly noise and half of all distinct n-grams).
     pub min_count: u64,
     /// Most entries (prefixes) kept, the most frequent first.
     pub max_entries: usize,

@@ -1,16 +1,22 @@
-//! From n-gram counts to prefix → best-continuation entries (dictspec.txt §3.1, reconstructed).
+//! From n-gram counts to prefix → best-continuation entries: dictspec.txt §3.1 and the six steps
+//! of its Table 1 (extract n-grams with counts, tokenize them with the target's tokenizer, take
+//! each token prefix, count its candidate continuations, keep the most probable one, store the
+//! entry as ids), with the paper's two filters (only the most frequent n-grams; a minimum
+//! continuation probability).
 //!
 //! 1. Keep the n-grams of the chosen orders seen at least `min_count` times, the `max_ngrams`
-//!    most frequent ([`TokenizedNgrams::new`]).
-//! 2. Tokenize each in its running-text form ([`crate::running_text`]).
+//!    most frequent ([`TokenizedNgrams::new`]; the paper's first filter. `min_count` is ours, the
+//!    paper has no count floor; the cap's size is ours too, the paper gives none).
+//! 2. Tokenize each in its running-text form ([`crate::running_text`]) (Table 1, step 2).
 //! 3. For every split of every tokenized n-gram `t₁…t_k` into a prefix `t₁…t_i` and a
 //!    continuation `t_{i+1}…t_k` (`1 ≤ i < k`), add the n-gram's count to that (prefix,
-//!    continuation) pair; prefixes keep their last `max_prefix` tokens and continuations their
-//!    first `max_continuation` ([`ContinuationTable::build`]).
+//!    continuation) pair (steps 3–4); prefixes keep their last `max_prefix` tokens and
+//!    continuations their first `max_continuation` ([`ContinuationTable::build`]; 8 each by
+//!    default, the context and γ of the paper's emulator, §4.5).
 //! 4. For each prefix, the continuation with the largest count is its best one, with probability
-//!    count / (sum over the prefix's continuations); keep it when that is at least `min_prob`, and
-//!    keep the `max_entries` prefixes whose best continuation is the most frequent
-//!    ([`ContinuationTable::select`]).
+//!    count / (sum over the prefix's continuations); keep it when that is at least `min_prob` (the
+//!    paper's second filter, `p_min`), and keep the `max_entries` prefixes whose best
+//!    continuation is the most frequent ([`ContinuationTable::select`]; steps 5–6).
 //!
 //! Every sort breaks ties on the token sequences, so equal counts always give the same bytes.
 

@@ -9,7 +9,8 @@
 //! - [`projection`]: carrying a drafter's distribution over another vocabulary onto the
 //!   target's: union, token-level intersection (TLI) and RDK's redistribution.
 //! - [`theory`]: α, expected tokens per step, the walltime improvement factor and the best γ,
-//!   the shortlist bound of DynaSpec and the DictSpec emulation metrics.
+//!   DynaSpec's overlap and accepted-length bounds (Theorems 5.1, 5.3) beside our own shortlist
+//!   bound, and the DictSpec emulation metrics.
 //! - [`engine`]: the [`Drafter`] and [`Target`] traits and the [`generate`] loop.
 //! - [`toy`]: Markov-chain targets and drafters whose exact output distribution is known, for
 //!   tests and `anyspec simulate`.

@@ -9,7 +9,9 @@
 //! |---|---|---|
 //! | [`union_projection`] | hetero-vocab-sd.txt Alg 1 | kept; such drafts are always rejected |
 //! | [`tli_projection`] | hetero-vocab-sd.txt Alg 4 | dropped; `q` renormalized on `T ∩ D` |
-//! | [`rdk_exact`] / [`rdk_taylor`] | oov-sampling-rdk.txt Alg 1, Eq. 2–3 | TLI, then spread over all of `T` by an affinity matrix |
+//! | [`rdk_exact`] | oov-sampling-rdk.txt Alg 1 (`p' = Mᵀq'`) | TLI, then spread over all of `T` by an affinity matrix |
+//! | [`rdk_taylor_eq3`] | oov-sampling-rdk.txt Eq. 3 | TLI, then mixed with a prior `p` of the target's distribution |
+//! | [`rdk_dense_kernel`] / [`rdk_dense_kernel_first_order`] | oov-sampling-rdk.txt Eq. 2 / App. B.2 | TLI, then spread by the dense softmax kernel over raw scores (exactly / to first order) |
 
 use serde::{Deserialize, Serialize};
 
@@ -227,7 +229,8 @@ impl AffinityMatrix {
 /// information of co-occurring target tokens.
 ///
 /// Validated once, by [`SparseScores::from_csr`]: the fields are private so that a value in hand
-/// is always well formed, and the per-draft projections ([`rdk_taylor`]) need not re-check
+/// is always well formed, and the per-draft projections ([`rdk_dense_kernel_first_order`]) need
+/// not re-check
 /// millions of entries on every call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SparseScores {
@@ -239,7 +242,7 @@ pub struct SparseScores {
     columns: Vec<u32>,
     /// Finite scores.
     values: Vec<f32>,
-    /// `Σ_k a_ik` of each row, for [`rdk_taylor`]'s mean term.
+    /// `Σ_k a_ik` of each row, for [`rdk_dense_kernel_first_order`]'s `Θ` term.
     row_sums: Vec<f64>,
 }
 
@@ -311,20 +314,24 @@ pub fn rdk_exact(tli_probs: &[f32], affinity: &AffinityMatrix) -> Result<Vec<f32
     normalize(out, "the RDK distribution")
 }
 
-/// RDK's first-order form (reconstruction of oov-sampling-rdk.txt Eq. 3; the paper's text was not
-/// available when this was written, see the repository's notes).
+/// The first-order expansion of the dense softmax kernel [`rdk_dense_kernel`] in the scores,
+/// the intermediate step of oov-sampling-rdk.txt App. B.2 (proof of Theorem 5.4) — **not** the
+/// paper's Eq. 3, which is [`rdk_taylor_eq3`].
 ///
-/// Exact RDK with the dense softmax kernel `M_ij = exp(a_ij/τ) / Σ_k exp(a_ik/τ)` over *all* `N`
-/// target tokens (a missing score counts as 0) costs O(N) per touched row, O(N²) in the worst
-/// case. Expanding `exp(x) ≈ 1 + x` under the assumption `|a_ij| / τ ≪ 1` gives
+/// Exact RDK with the dense kernel `M_ij = exp(a_ij/τ) / Σ_{k∈T} exp(a_ik/τ)` over *all* `N`
+/// target tokens (Eq. 2 with the scores `a` for `Ω`; a missing score counts as 0) costs O(N) per
+/// touched row, O(N²) in the worst case. Expanding `exp(x) ≈ 1 + x` under `|a_ij| / τ ≪ 1` gives
+/// App. B.2's
 ///
-/// `p'_j ≈ 1/N + (1/(Nτ)) (Σ_i q'_i a_ij − Σ_i q'_i ā_i)`, with `ā_i = (1/N) Σ_k a_ik`,
+/// `(p_RDK)_j ≈ 1/N + θ_j/N − Θ/N²`, with `θ_j = Σ_i q'_i a_ij/τ`, `Θ = Σ_i q'_i s_i`,
+/// `s_i = Σ_k a_ik/τ`,
 ///
-/// which costs O(N + stored scores of the rows `q'` touches). The first-order terms sum to zero,
-/// so the result sums to 1; entries the expansion drives below zero (outside its assumption) are
-/// clipped and the vector renormalized, so it is always a distribution and verification against
-/// it stays exact.
-pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
+/// which costs O(N + stored scores of the rows `q'` touches) and needs no target distribution.
+/// (The paper goes on to assume `a_ij/τ ≈ θ p_j`, which turns this into Eq. 3.) The first-order
+/// terms sum to zero, so the result sums to 1; entries the expansion drives below zero (outside
+/// its assumption) are clipped and the vector renormalized, so it is always a distribution and
+/// verification against it stays exact.
+pub fn rdk_dense_kernel_first_order(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
     let n = check_kernel_inputs(tli_probs, scores, tau)?;
     let nf = n as f64;
     let mut shifted = vec![0.0f64; n];
@@ -343,7 +350,57 @@ pub fn rdk_taylor(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<
     normalize(out, "the first-order RDK distribution")
 }
 
-/// The dense softmax-kernel RDK that [`rdk_taylor`] approximates, computed exactly in O(N · rows
+/// RDK's linear-time form, oov-sampling-rdk.txt Eq. 3 as printed:
+///
+/// `p̃_i = (N q'_i + θ p_i) / (N + p_i)`, `θ = pᵀq'`, `N = |T|`, `p_Taylor = p̃ / Σ_j p̃_j`,
+///
+/// where `q'` is the TLI projection of the drafter's distribution over the target ids
+/// (`tli_probs`, zero off the intersection) and `p` is the target's distribution. Theorem 5.4
+/// bounds `‖p_Taylor − Mᵀq'‖₁` by `O(θ + 1/N²)` under App. B.2's assumption that the covariance
+/// `Ω` behind `M` is dominated by one component aligned with `p`.
+///
+/// **What stands for `p` at draft time.** The paper evaluates Eq. 3 with the target's true `p`
+/// (§6.2 is a synthetic experiment where `p` is known); a drafter must not wait for the target's
+/// forward pass, or drafting would cost what it saves. The paper calls `M` "prior knowledge
+/// about the target distribution p" estimated "on training data" (§4), and App. B.2 needs `p`
+/// only as the direction `Ω` is dominated by, so what stands for `p` here is a fixed prior
+/// passed as `prior`: the target's token frequencies over a corpus (the statistics FR pruning and
+/// the affinity matrix are built from), normalized here. Whatever `prior` is, the result is the
+/// distribution the draft is sampled from and verified against, so losslessness does not depend
+/// on how good the prior is; only acceptance does.
+///
+/// All of `p̃` is non-negative, so no clipping is needed. Costs O(N).
+pub fn rdk_taylor_eq3(tli_probs: &[f32], prior: &[f32]) -> Result<Vec<f32>> {
+    if tli_probs.len() != prior.len() {
+        return Err(Error::LengthMismatch {
+            what: "target prior p for Eq. 3 (the TLI distribution's size, |T|)",
+            expected: tli_probs.len(),
+            got: prior.len(),
+        });
+    }
+    for (what, values) in [("the TLI distribution q'", tli_probs), ("the target prior p", prior)] {
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+            return Err(Error::InvalidProbability { what, index, value });
+        }
+    }
+    let prior_sum: f64 = prior.iter().map(|&v| f64::from(v)).sum();
+    if prior_sum <= 0.0 {
+        return Err(Error::EmptyDistribution { what: "the target prior p (give token frequencies)", sum: prior_sum });
+    }
+    let q_sum: f64 = tli_probs.iter().map(|&v| f64::from(v)).sum();
+    if q_sum <= 0.0 {
+        return Err(Error::EmptyDistribution { what: "the TLI distribution q'", sum: q_sum });
+    }
+    let n = tli_probs.len() as f64;
+    let p = |i: usize| f64::from(prior[i]) / prior_sum;
+    let q = |i: usize| f64::from(tli_probs[i]) / q_sum;
+    let theta: f64 = (0..tli_probs.len()).map(|i| p(i) * q(i)).sum();
+    let tilde = (0..tli_probs.len()).map(|i| (n * q(i) + theta * p(i)) / (n + p(i))).collect();
+    normalize(tilde, "the Eq. 3 RDK distribution")
+}
+
+/// The dense softmax-kernel RDK (Eq. 2 over all of `T`) that [`rdk_dense_kernel_first_order`]
+/// approximates, computed exactly in O(N · rows
 /// touched). For tests and for measuring the approximation, not for the hot path.
 pub fn rdk_dense_kernel(tli_probs: &[f32], scores: &SparseScores, tau: f64) -> Result<Vec<f32>> {
     let n = check_kernel_inputs(tli_probs, scores, tau)?;
@@ -474,6 +531,53 @@ mod tests {
         let p = rdk_exact(&[0.8, 0.2, 0.0, 0.0], &m).unwrap();
         assert_eq!(p, vec![0.4, 0.2, 0.0, 0.4]);
         assert!(AffinityMatrix::from_csr(2, vec![0, 1, 1], vec![1], vec![0.7]).is_err(), "row 0 sums to 0.7");
+    }
+
+    #[test]
+    fn eq3_follows_the_printed_formula() {
+        // N = 4, q' = (0.75, 0, 0.25, 0), p = (0.5, 0.2, 0.2, 0.1): θ = pᵀq' = 0.425 and
+        // p̃ = ((4·0.75 + 0.2125)/4.5, 0.085/4.2, (4·0.25 + 0.085)/4.2, 0.0425/4.1).
+        let out = rdk_taylor_eq3(&[0.75, 0.0, 0.25, 0.0], &[0.5, 0.2, 0.2, 0.1]).unwrap();
+        let tilde = [3.2125 / 4.5, 0.085 / 4.2, 1.085 / 4.2, 0.0425 / 4.1];
+        let total: f64 = tilde.iter().sum();
+        for (got, want) in out.iter().zip(tilde) {
+            assert!((f64::from(*got) - want / total).abs() < 1e-6, "{out:?}");
+        }
+        // The prior is a distribution whatever its scale (frequencies may be passed as counts).
+        assert_eq!(out, rdk_taylor_eq3(&[0.75, 0.0, 0.25, 0.0], &[50.0, 20.0, 20.0, 10.0]).unwrap());
+    }
+
+    #[test]
+    fn b2_expansion_follows_its_formula_and_differs_from_eq3() {
+        // One score a_01 = 0.3, τ = 1, q' on token 0: θ_j = (0, 0.3, 0), Θ = s_0 = 0.3 and
+        // 1/N + θ_j/N − Θ/N² = (0.3, 0.4, 0.3).
+        let scores = SparseScores::from_csr(3, vec![0, 1, 1, 1], vec![1], vec![0.3]).unwrap();
+        let b2 = rdk_dense_kernel_first_order(&[1.0, 0.0, 0.0], &scores, 1.0).unwrap();
+        for (got, want) in b2.iter().zip([0.3f32, 0.4, 0.3]) {
+            assert!((got - want).abs() < 1e-6, "{b2:?}");
+        }
+        // With no information (no scores; a uniform prior) the two forms part ways: the dense
+        // kernel spreads q' uniformly, Eq. 3 keeps q' and adds θ p_i / (N + p_i).
+        let empty = SparseScores::from_csr(3, vec![0, 0, 0, 0], vec![], vec![]).unwrap();
+        let uniform = rdk_dense_kernel_first_order(&[1.0, 0.0, 0.0], &empty, 1.0).unwrap();
+        assert!(uniform.iter().all(|&v| (v - 1.0 / 3.0).abs() < 1e-6), "{uniform:?}");
+        let eq3 = rdk_taylor_eq3(&[1.0, 0.0, 0.0], &[1.0, 1.0, 1.0]).unwrap();
+        // θ = 1/3: p̃ = ((3 + 1/9)/(10/3), (1/9)/(10/3), (1/9)/(10/3)) = (0.9333, 0.0333, 0.0333).
+        let tilde = [28.0 / 30.0, 1.0 / 30.0, 1.0 / 30.0];
+        let total: f64 = tilde.iter().sum();
+        for (got, want) in eq3.iter().zip(tilde) {
+            assert!((f64::from(*got) - want / total).abs() < 1e-6, "{eq3:?}");
+        }
+    }
+
+    #[test]
+    fn eq3_refuses_bad_inputs_by_name() {
+        let err = |q: &[f32], p: &[f32]| rdk_taylor_eq3(q, p).unwrap_err().to_string();
+        assert!(err(&[1.0, 0.0], &[1.0]).contains("prior"));
+        assert!(err(&[1.0, 0.0], &[0.5, -0.5]).contains("prior"));
+        assert!(err(&[1.0, 0.0], &[0.0, 0.0]).contains("frequencies"));
+        assert!(err(&[f32::NAN, 0.0], &[0.5, 0.5]).contains("TLI"));
+        assert!(err(&[0.0, 0.0], &[0.5, 0.5]).contains("TLI"));
     }
 
     #[test]

@@ -122,7 +122,8 @@ impl TheoryReport {
 /// Expected number of accepted drafted tokens per step when position `i` of the draft is
 /// accepted with probability `alphas[i]` given that all earlier ones were:
 /// `E[L] = Σ_{k=1}^{γ} Π_{i≤k} α_i` (the position-wise generalisation of Eq. 1 minus the bonus
-/// token, as used by dynaspec.txt §5 for position-dependent shortlists).
+/// token; the right-hand side of dynaspec.txt Theorem 5.3, Eq. 6, see
+/// [`dynaspec_accepted_length_lower_bound`]).
 pub fn expected_accepted_length(alphas: &[f64]) -> Result<f64> {
     let mut product = 1.0;
     let mut total = 0.0;
@@ -134,20 +135,125 @@ pub fn expected_accepted_length(alphas: &[f64]) -> Result<f64> {
     Ok(total)
 }
 
-/// Bounds on the acceptance rate of a drafter restricted to a shortlist `S` and renormalized
-/// there, `q_S = q·1_S / q(S)` (dynaspec.txt Thm 5.3, restated; the paper's text was not available
-/// when this was written, so the statement and proof here are ours):
+/// The expected accepted length of dynaspec.txt Theorem 5.3 (Eq. 6), as the paper states it: a
+/// **lower bound**. For a block of `b` drafted tokens whose step `i` is accepted, given it was
+/// reached, with probability at least `A_i` (the overlap of Eq. 4 at that step's context),
 ///
-/// `α − (1 − q(S)) ≤ α_S ≤ p(S)`, where `α = Σ min(p, q)` is the full-vocabulary rate.
+/// `E[L] ≥ Σ_{i=1}^{b} Π_{j=1}^{i} A_j`.
+///
+/// The right-hand side is [`expected_accepted_length`]'s sum; it is an equality when the
+/// acceptance probabilities are exactly the `A_j`, and a bound when each `A_j` is a floor over the
+/// contexts that step can see (the proof in App. A.2 uses only `Pr(accept j | E_{j−1}) ≥ A_j`).
+/// Floors from [`dynaspec_overlap_lower_bound`] may be negative (the paper's Table 3 has
+/// −0.0325); clip them at 0 before passing them here, since an acceptance probability is ≥ 0.
+pub fn dynaspec_accepted_length_lower_bound(overlaps: &[f64]) -> Result<f64> {
+    for &overlap in overlaps {
+        if !(0.0..=1.0).contains(&overlap) {
+            return Err(Error::invalid(
+                "overlaps",
+                "each in [0, 1] (per-step acceptance floors; clip a negative Theorem 5.1 bound at 0)",
+                overlap,
+            ));
+        }
+    }
+    expected_accepted_length(overlaps)
+}
+
+/// The two quantities of dynaspec.txt Theorem 5.1 at one context, computed from a full target
+/// distribution `p`, the drafter's full-vocabulary distribution `q` and a shortlist `S`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShortlistOverlapTerms {
+    /// `p(S) = Σ_{x∈S} p(x)`, the target mass the shortlist keeps.
+    pub target_mass_in_shortlist: f64,
+    /// `q(S) = Σ_{x∈S} q(x)`, the drafter mass the shortlist keeps.
+    pub draft_mass_in_shortlist: f64,
+    /// `TV(p(·|S), q(·|S))` (Eq. 5 on the conditionals `p(x|S) = p(x)/p(S)`, `q(x|S) =
+    /// q(x)/q(S)` for `x ∈ S`).
+    pub conditional_tv: f64,
+}
+
+/// Computes `p(S)`, `q(S)` and `TV(p(·|S), q(·|S))` (dynaspec.txt §5, the definitions before
+/// Theorem 5.1). `shortlist` holds token ids, each at most once. Both `p(S)` and `q(S)` must be
+/// positive, or a conditional is undefined.
+pub fn shortlist_overlap_terms(target: &[f32], draft: &[f32], shortlist: &[u32]) -> Result<ShortlistOverlapTerms> {
+    if target.len() != draft.len() {
+        return Err(Error::LengthMismatch {
+            what: "draft distribution (vocabulary size)",
+            expected: target.len(),
+            got: draft.len(),
+        });
+    }
+    let mut seen = vec![false; target.len()];
+    for &token in shortlist {
+        let Some(slot) = seen.get_mut(token as usize) else {
+            return Err(Error::invalid("shortlist", "token ids below the vocabulary size", token));
+        };
+        if *slot {
+            return Err(Error::invalid("shortlist", "each token id at most once", token));
+        }
+        *slot = true;
+    }
+    let mass = |probs: &[f32]| -> f64 { shortlist.iter().map(|&t| f64::from(probs[t as usize])).sum() };
+    let (p_s, q_s) = (mass(target), mass(draft));
+    if p_s.is_nan() || p_s <= 0.0 {
+        return Err(Error::invalid("shortlist", "a set with positive target mass p(S) (p(·|S) is undefined)", p_s));
+    }
+    if q_s.is_nan() || q_s <= 0.0 {
+        return Err(Error::invalid("shortlist", "a set with positive draft mass q(S) (q(·|S) is undefined)", q_s));
+    }
+    let tv = 0.5
+        * shortlist
+            .iter()
+            .map(|&t| (f64::from(target[t as usize]) / p_s - f64::from(draft[t as usize]) / q_s).abs())
+            .sum::<f64>();
+    // Masses of f32 distributions can exceed 1 by rounding; the theorem's terms are in [0, 1].
+    Ok(ShortlistOverlapTerms {
+        target_mass_in_shortlist: p_s.min(1.0),
+        draft_mass_in_shortlist: q_s.min(1.0),
+        conditional_tv: tv.min(1.0),
+    })
+}
+
+/// dynaspec.txt Theorem 5.1 (distribution overlap lower bound), as printed:
+///
+/// `A(c) ≥ (1 − β)(p_c(S) − TV(p_c(·|S), q_c(·|S)))`,
+///
+/// where `A(c) = Σ_x min(p_c(x), q̃_c(x))` (Eq. 4) is the acceptance rate of the proposal
+/// `q̃_c = (1 − β) q_{S,c} + β ω_c`: the drafter restricted to the shortlist `S` and renormalized
+/// there (`q_{S,c} = q_c(·|S)`), mixed with weight `β` with a tail distribution `ω_c` supported
+/// off `S`. β is the paper's "escape" probability; β = 0 is a drafter that never leaves the
+/// shortlist. The value is not clipped: the paper's Table 3 reports negative bounds (−0.0325 for
+/// FR-Spec, −0.0001 for DynaSpec on HumanEval).
+pub fn dynaspec_overlap_lower_bound(beta: f64, target_mass_in_shortlist: f64, conditional_tv: f64) -> Result<f64> {
+    if !(0.0..1.0).contains(&beta) {
+        return Err(Error::invalid("beta", "in [0, 1) (the tail's share of the proposal)", beta));
+    }
+    if !(0.0..=1.0).contains(&target_mass_in_shortlist) {
+        return Err(Error::invalid("target_mass_in_shortlist", "in [0, 1]", target_mass_in_shortlist));
+    }
+    if !(0.0..=1.0).contains(&conditional_tv) {
+        return Err(Error::invalid("conditional_tv", "in [0, 1] (a total variation distance)", conditional_tv));
+    }
+    Ok((1.0 - beta) * (target_mass_in_shortlist - conditional_tv))
+}
+
+/// Bounds on the acceptance rate `α_S` of a drafter restricted to a shortlist `S` and renormalized
+/// there, `q_S = q·1_S / q(S)`, in terms of the full-vocabulary rate `α = Σ min(p, q)` and the
+/// drafter's mass on the shortlist. **Our own bound, not a paper's**: dynaspec.txt bounds the
+/// same `α_S` (its `A(c)` at β = 0) through `p(S)` and the conditionals' TV instead, see
+/// [`dynaspec_overlap_lower_bound`]; this form needs only `α` and `q(S)`, which a drafter knows
+/// without the conditionals.
+///
+/// `α − (1 − q(S)) ≤ α_S ≤ p(S)`.
 ///
 /// Proof. On `S`, `q_S ≥ q`, so `Σ_{x∈S} min(p, q_S) ≥ Σ_{x∈S} min(p, q) = α − Σ_{x∉S} min(p, q)
 /// ≥ α − q(S^c)`. And `min(p, q_S) ≤ p` on `S` while `q_S = 0` off it, so `α_S ≤ p(S)`. ∎
 ///
 /// Returns `(lower, upper)`, the lower bound clipped at 0. Feeding the lower bounds of each
-/// position to [`expected_accepted_length`] bounds the mean accepted length of a shortlisted
-/// drafter from below, which is how a position-aware budget (a larger shortlist early in the
-/// draft, where acceptance compounds) is chosen.
-pub fn shortlist_acceptance_bounds(
+/// position to [`dynaspec_accepted_length_lower_bound`] (Theorem 5.3) bounds the mean accepted
+/// length of a shortlisted drafter from below, which is how a position-aware budget (a larger
+/// shortlist early in the draft, where acceptance compounds) is chosen.
+pub fn renormalized_shortlist_acceptance_bounds(
     alpha: f64,
     draft_mass_in_shortlist: f64,
     target_mass_in_shortlist: f64,
@@ -260,11 +366,19 @@ mod tests {
     }
 
     #[test]
-    fn paper_example_values() {
-        // speculative-decoding.txt: α = 0.8, γ = 5 gives about 3.69 tokens per step, and with
-        // c = 0.05 the improvement factor is (1 − 0.8⁶)/(0.2 · 1.25) ≈ 2.95.
-        assert!((expected_tokens_per_step(0.8, 5).unwrap() - 3.68928).abs() < 1e-5);
-        assert!((improvement_factor(0.8, 5, 0.05).unwrap() - 2.951424).abs() < 1e-5);
+    fn paper_table_1_speeds() {
+        // speculative-decoding.txt Table 1: the speed-up over the baseline at c = 0 for six
+        // (α, γ), printed to two decimals.
+        for &(alpha, gamma, speed) in
+            &[(0.6, 2, 1.96), (0.7, 3, 2.53), (0.8, 2, 2.44), (0.8, 5, 3.69), (0.9, 2, 2.71), (0.9, 10, 6.86)]
+        {
+            let factor = improvement_factor(alpha, gamma, 0.0).unwrap();
+            assert!((factor - speed).abs() < 0.005, "α {alpha} γ {gamma}: {factor} vs the paper's {speed}");
+            assert_eq!(factor, expected_tokens_per_step(alpha, gamma).unwrap());
+        }
+        // With c > 0 Theorem 3.8 divides by γc + 1 (our check of the formula, not a paper number).
+        let tokens = expected_tokens_per_step(0.8, 5).unwrap();
+        assert!((improvement_factor(0.8, 5, 0.05).unwrap() - tokens / 1.25).abs() < 1e-12);
     }
 
     #[test]
@@ -314,12 +428,163 @@ mod tests {
             }
             let alpha: f64 = (0..n).map(|i| p[i].min(q[i])).sum();
             let alpha_s: f64 = (0..n).filter(|&i| shortlist[i]).map(|i| p[i].min(q[i] / q_mass)).sum();
-            let (lower, upper) = shortlist_acceptance_bounds(alpha.min(1.0), q_mass.min(1.0), p_mass.min(1.0)).unwrap();
+            let (lower, upper) =
+                renormalized_shortlist_acceptance_bounds(alpha.min(1.0), q_mass.min(1.0), p_mass.min(1.0)).unwrap();
             assert!(lower <= alpha_s + 1e-9 && alpha_s <= upper + 1e-9, "{lower} ≤ {alpha_s} ≤ {upper}");
         }
         // The lower bound is attained: q entirely off the shortlist except a sliver.
-        let (lower, _) = shortlist_acceptance_bounds(0.9, 0.2, 0.5).unwrap();
+        let (lower, _) = renormalized_shortlist_acceptance_bounds(0.9, 0.2, 0.5).unwrap();
         assert!((lower - 0.1).abs() < 1e-12);
+    }
+
+    /// A random distribution over `n` tokens with uneven masses (and some near-zero ones).
+    fn random_distribution(rng: &mut impl rand::Rng, n: usize) -> Vec<f64> {
+        let mut v: Vec<f64> = (0..n).map(|_| rng.random::<f64>().powi(3)).collect();
+        let sum: f64 = v.iter().sum();
+        v.iter_mut().for_each(|x| *x /= sum);
+        v
+    }
+
+    fn to_f32(v: &[f64]) -> Vec<f32> {
+        v.iter().map(|&x| x as f32).collect()
+    }
+
+    #[test]
+    fn theorem_5_1_holds_against_the_exact_overlap() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(51);
+        let n = 8;
+        let mut slack_min = f64::MAX;
+        for _ in 0..3_000 {
+            let p = random_distribution(&mut rng, n);
+            let q = random_distribution(&mut rng, n);
+            let shortlist: Vec<u32> = (0..n as u32).filter(|&i| i == 0 || rng.random::<f64>() < 0.6).collect();
+            let in_s = |i: usize| shortlist.contains(&(i as u32));
+            let beta = if rng.random::<f64>() < 0.3 { 0.0 } else { 0.3 * rng.random::<f64>() };
+            // The proposal q̃ = (1 − β) q(·|S) + β ω, ω uniform off S (all on S when S = V).
+            let off: Vec<usize> = (0..n).filter(|&i| !in_s(i)).collect();
+            let q_s: f64 = shortlist.iter().map(|&t| q[t as usize]).sum();
+            let proposal: Vec<f64> = (0..n)
+                .map(|i| {
+                    if in_s(i) {
+                        let renormalized = (1.0 - beta) * q[i] / q_s;
+                        if off.is_empty() { q[i] / q_s } else { renormalized }
+                    } else {
+                        beta / off.len() as f64
+                    }
+                })
+                .collect();
+            let exact = acceptance_rate(&to_f32(&p), &to_f32(&proposal)).unwrap();
+            let terms = shortlist_overlap_terms(&to_f32(&p), &to_f32(&q), &shortlist).unwrap();
+            let beta_used = if off.is_empty() { 0.0 } else { beta };
+            let bound =
+                dynaspec_overlap_lower_bound(beta_used, terms.target_mass_in_shortlist, terms.conditional_tv).unwrap();
+            assert!(bound <= exact + 1e-6, "Theorem 5.1 violated: {bound} > {exact}");
+            slack_min = slack_min.min(exact - bound);
+        }
+        assert!(slack_min < 0.02, "the random cases should come near the bound, closest {slack_min}");
+    }
+
+    #[test]
+    fn theorem_5_1_is_attained_and_its_terms_are_the_papers() {
+        // S = {0, 1, 2} holds all the target mass; q puts half of its shortlist mass on token 2,
+        // where p has none. p(S) = 1, TV(p(·|S), q(·|S)) = 0.5, and with β = 0.2 and ω on
+        // token 3 the exact overlap is Σ_S min(p, 0.8 q(·|S)) = 0.2 + 0.2 = 0.4 = 0.8 · (1 − 0.5).
+        let p = [0.5f32, 0.5, 0.0, 0.0];
+        let q = [0.1f32, 0.1, 0.2, 0.6];
+        let terms = shortlist_overlap_terms(&p, &q, &[0, 1, 2]).unwrap();
+        assert!((terms.target_mass_in_shortlist - 1.0).abs() < 1e-7);
+        assert!((terms.draft_mass_in_shortlist - 0.4).abs() < 1e-7);
+        assert!((terms.conditional_tv - 0.5).abs() < 1e-7);
+        let bound = dynaspec_overlap_lower_bound(0.2, terms.target_mass_in_shortlist, terms.conditional_tv).unwrap();
+        let proposal = [0.2f32, 0.2, 0.4, 0.2];
+        let exact = acceptance_rate(&p, &proposal).unwrap();
+        assert!((exact - 0.4).abs() < 1e-6 && (bound - exact).abs() < 1e-6, "bound {bound}, exact {exact}");
+        // p(S) enters once, unsquared and unmultiplied: p(S) = 0.8, TV = 0.3, β = 0.1.
+        assert!((dynaspec_overlap_lower_bound(0.1, 0.8, 0.3).unwrap() - 0.45).abs() < 1e-12);
+        // The paper's Table 3 differences are negative and are kept as such.
+        assert!(dynaspec_overlap_lower_bound(0.0, 0.8544, 0.88697).unwrap() < 0.0);
+    }
+
+    #[test]
+    fn theorem_5_1_inputs_are_checked() {
+        assert!(dynaspec_overlap_lower_bound(1.0, 0.5, 0.1).unwrap_err().to_string().contains("beta"));
+        assert!(dynaspec_overlap_lower_bound(0.1, 1.5, 0.1).unwrap_err().to_string().contains("target_mass"));
+        assert!(dynaspec_overlap_lower_bound(0.1, 0.5, -0.1).unwrap_err().to_string().contains("conditional_tv"));
+        let (p, q) = ([0.5f32, 0.5, 0.0], [0.0f32, 0.5, 0.5]);
+        assert!(shortlist_overlap_terms(&p, &q, &[3]).unwrap_err().to_string().contains("below the vocabulary"));
+        assert!(shortlist_overlap_terms(&p, &q, &[1, 1]).unwrap_err().to_string().contains("at most once"));
+        assert!(shortlist_overlap_terms(&p, &q, &[2]).unwrap_err().to_string().contains("p(S)"));
+        assert!(shortlist_overlap_terms(&p, &q, &[0]).unwrap_err().to_string().contains("q(S)"));
+        assert!(shortlist_overlap_terms(&p, &q[..2], &[0]).is_err());
+    }
+
+    /// The exact expected number of accepted tokens of speculative sampling over a draft of
+    /// `depth` tokens, where the target and drafter distributions at each context are
+    /// `dists(context)`: a drafted `x` is accepted with probability `min(1, p(x)/q(x))`, so it is
+    /// drafted and accepted with probability `min(p(x), q(x))`.
+    fn exact_accepted_length(
+        context: &mut Vec<usize>,
+        depth: usize,
+        dists: &mut impl FnMut(&[usize]) -> (Vec<f64>, Vec<f64>),
+    ) -> f64 {
+        if depth == 0 {
+            return 0.0;
+        }
+        let (p, q) = dists(context);
+        let mut total = 0.0;
+        for x in 0..p.len() {
+            let accept = p[x].min(q[x]);
+            if accept > 0.0 {
+                context.push(x);
+                total += accept * (1.0 + exact_accepted_length(context, depth - 1, dists));
+                context.pop();
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn theorem_5_3_bounds_the_exact_accepted_length() {
+        use rand::SeedableRng;
+        use std::collections::HashMap;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(53);
+        let (n, b) = (3, 4);
+        for _ in 0..50 {
+            // Context-dependent distributions: every prefix gets its own random (p, q).
+            let mut table: HashMap<Vec<usize>, (Vec<f64>, Vec<f64>)> = HashMap::new();
+            let mut dists = |c: &[usize]| {
+                table
+                    .entry(c.to_vec())
+                    .or_insert_with(|| (random_distribution(&mut rng, n), random_distribution(&mut rng, n)))
+                    .clone()
+            };
+            let exact = exact_accepted_length(&mut Vec::new(), b, &mut dists);
+            // A_j: the least overlap over every context step j can see.
+            let mut floors = vec![1.0f64; b];
+            for (context, (p, q)) in &table {
+                let overlap: f64 = p.iter().zip(q).map(|(a, b)| a.min(*b)).sum();
+                floors[context.len()] = floors[context.len()].min(overlap);
+            }
+            let bound = dynaspec_accepted_length_lower_bound(&floors).unwrap();
+            assert!(bound <= exact + 1e-9, "Theorem 5.3 violated: {bound} > {exact}");
+        }
+    }
+
+    #[test]
+    fn theorem_5_3_is_attained_when_the_overlap_is_the_same_at_every_context() {
+        // Per depth one (p, q) for every context: A_1 = 0.7, A_2 = 0.4, A_3 = 0.9, and then
+        // E[L] = 0.7 + 0.7·0.4 + 0.7·0.4·0.9 = 1.232 exactly.
+        let levels = [
+            (vec![0.5, 0.5, 0.0], vec![0.2, 0.5, 0.3]),
+            (vec![0.6, 0.4, 0.0], vec![0.0, 0.4, 0.6]),
+            (vec![0.3, 0.3, 0.4], vec![0.3, 0.4, 0.3]),
+        ];
+        let mut dists = |c: &[usize]| levels[c.len()].clone();
+        let exact = exact_accepted_length(&mut Vec::new(), 3, &mut dists);
+        let bound = dynaspec_accepted_length_lower_bound(&[0.7, 0.4, 0.9]).unwrap();
+        assert!((exact - 1.232).abs() < 1e-12 && (bound - exact).abs() < 1e-12, "bound {bound}, exact {exact}");
+        assert!(dynaspec_accepted_length_lower_bound(&[0.5, -0.03]).unwrap_err().to_string().contains("clip"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, Error, build_affinity};
 use anyspec_core::NoProgress;
-use anyspec_core::projection::{rdk_exact, rdk_taylor};
+use anyspec_core::projection::{rdk_dense_kernel_first_order, rdk_exact};
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 
@@ -82,9 +82,10 @@ fn rows_are_stochastic_and_rdk_keeps_a_distribution() {
     let mut q = vec![0.0f32; vocab.len()];
     q[337] = 0.7;
     q[370] = 0.3;
-    for spread in
-        [rdk_exact(&q, affinity.matrix()).unwrap(), rdk_taylor(&q, affinity.scores(), affinity.tau()).unwrap()]
-    {
+    for spread in [
+        rdk_exact(&q, affinity.matrix()).unwrap(),
+        rdk_dense_kernel_first_order(&q, affinity.scores(), affinity.tau()).unwrap(),
+    ] {
         assert!((spread.iter().map(|&v| f64::from(v)).sum::<f64>() - 1.0).abs() < 1e-4);
     }
     let exact = rdk_exact(&q, affinity.matrix()).unwrap();

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`HeteroModelDrafter`] + [`Bridge::Union`] | Alg 1: full drafter distribution, drafts outside `T` rejected | speculative sampling over `T ∪ D` |
 //! | [`HeteroModelDrafter`] + [`Bridge::Tli`] | Alg 4: restricted to `T ∩ D`, LM head pruned | speculative sampling |
-//! | [`HeteroModelDrafter`] + [`Bridge::Rdk`] | TLI, then `Mᵀ q'` (exact or Taylor) | speculative sampling |
+//! | [`HeteroModelDrafter`] + [`Bridge::Rdk`] | TLI, then `Mᵀ q'` (exact, or App. B.2's first-order dense kernel) | speculative sampling |
 //! | [`SlemDrafter`] | Alg 2: text re-tokenized with the target tokenizer | exact match |
 //!
 //! Both keep the drafter's context in its own ids, converted through text with a look-behind
@@ -22,5 +22,5 @@ mod token_level;
 
 pub use slem::{SLEM_DRAFTER_TOKENS_PER_TARGET_TOKEN, SlemDrafter};
 pub use source::{BurnDrafterModel, DrafterModel};
-pub use text::DEFAULT_LOOKBEHIND;
+pub use text::{DEFAULT_LOOKBEHIND, after_overlap, encode_after, longest_overlap};
 pub use token_level::{Bridge, ContextMapping, HeteroConfig, HeteroModelDrafter, RdkForm};

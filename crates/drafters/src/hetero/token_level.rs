@@ -1,7 +1,9 @@
 //! Token-level bridges: the drafter samples over its own vocabulary, the draft is verified by
 //! speculative sampling against exactly the distribution (over target ids) it was drawn from.
 
-use anyspec_core::projection::{ABSENT, AffinityMatrix, IdMap, SparseScores, rdk_exact, rdk_taylor, union_projection};
+use anyspec_core::projection::{
+    ABSENT, AffinityMatrix, IdMap, SparseScores, rdk_dense_kernel_first_order, rdk_exact, union_projection,
+};
 use anyspec_core::sampling::{argmax, logits_to_probs, sample};
 use anyspec_core::{Draft, DraftOrigin, Drafter, SamplingConfig};
 use anyspec_models::{Llama, TextTokenizer};
@@ -42,8 +44,10 @@ impl Bridge {
 pub enum RdkForm {
     /// `p' = Mᵀ q'` with the sparse affinity matrix (exact).
     Exact(AffinityMatrix),
-    /// The first-order (Taylor) form of the dense softmax kernel over raw scores with
-    /// temperature `tau` (see `anyspec_core::projection::rdk_taylor`).
+    /// The first-order expansion of the dense softmax kernel over raw scores with temperature
+    /// `tau`: oov-sampling-rdk.txt App. B.2's intermediate form, not the paper's Eq. 3 (which is
+    /// `anyspec_core::projection::rdk_taylor_eq3`, not wired in here); see
+    /// `anyspec_core::projection::rdk_dense_kernel_first_order`.
     Taylor {
         /// Raw affinity scores over target ids.
         scores: SparseScores,
@@ -63,7 +67,7 @@ impl RdkForm {
     fn apply(&self, tli: &[f32]) -> anyspec_core::Result<Vec<f32>> {
         match self {
             RdkForm::Exact(m) => rdk_exact(tli, m),
-            RdkForm::Taylor { scores, tau } => rdk_taylor(tli, scores, *tau),
+            RdkForm::Taylor { scores, tau } => rdk_dense_kernel_first_order(tli, scores, *tau),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use anyspec_core::SamplingConfig;
 use anyspec_core::projection::{
-    ABSENT, IdMap, SparseScores, rdk_dense_kernel, rdk_exact, rdk_taylor, tli_projection, union_projection,
+    ABSENT, IdMap, SparseScores, rdk_dense_kernel, rdk_dense_kernel_first_order, rdk_exact, tli_projection,
+    union_projection,
 };
 use anyspec_core::sampling::logits_to_probs;
 use anyspec_core::verify::{speculative_sampling, speculative_sampling_point_mass};
@@ -93,7 +94,7 @@ proptest! {
     }
 
     #[test]
-    fn rdk_is_a_distribution_and_taylor_matches_it_to_first_order(
+    fn rdk_is_a_distribution_and_the_b2_expansion_matches_the_dense_kernel_to_first_order(
         q in distribution(10),
         entries in proptest::collection::vec((0usize..10, 0u32..10, -1.0f32..1.0), 0..40),
         epsilon_exp in 2u32..5,
@@ -102,7 +103,7 @@ proptest! {
         let epsilon = 10f64.powi(-(epsilon_exp as i32));
         let scores = csr(10, &entries, epsilon as f32);
         let dense = rdk_dense_kernel(&q, &scores, 1.0).unwrap();
-        let taylor = rdk_taylor(&q, &scores, 1.0).unwrap();
+        let taylor = rdk_dense_kernel_first_order(&q, &scores, 1.0).unwrap();
         prop_assert!((sum(&dense) - 1.0).abs() < 1e-5 && (sum(&taylor) - 1.0).abs() < 1e-5);
         // First order: the error is O(ε²); with at most 40 entries of |s| ≤ 1 per matrix, a
         // generous constant is 40.
@@ -135,12 +136,12 @@ fn csr(n: usize, entries: &[(usize, u32, f32)], scale: f32) -> SparseScores {
 }
 
 #[test]
-fn taylor_error_grows_outside_the_assumption() {
+fn b2_expansion_error_grows_outside_the_assumption() {
     // The bound above is tight enough to fail: at ε = 1 the expansion is visibly off.
     let q = vec![0.5, 0.5, 0.0, 0.0];
     let scores = csr(4, &[(0, 1, 1.0), (1, 2, -1.0), (0, 3, 0.8)], 3.0);
     let dense = rdk_dense_kernel(&q, &scores, 1.0).unwrap();
-    let taylor = rdk_taylor(&q, &scores, 1.0).unwrap();
+    let taylor = rdk_dense_kernel_first_order(&q, &scores, 1.0).unwrap();
     let error = dense.iter().zip(&taylor).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
     assert!(error > 0.05, "error {error}");
 }
