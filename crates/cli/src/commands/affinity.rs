@@ -10,9 +10,9 @@ use anyspec_affinity::{Affinity, AffinityInfo, AffinityParams, CooccurrenceCount
 use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
-use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
+use crate::args::load_vocabulary;
 use crate::output::{print_json, print_text, table};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -97,10 +97,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
         Command::Build(args) => build(args, progress),
         Command::Inspect(args) => inspect(args),
     }
-}
-
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
 }
 
 /// Turns a parameter error into one that names the command-line flag.

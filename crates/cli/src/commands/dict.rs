@@ -12,9 +12,9 @@ use anyspec_dict_builder::{
     running_text::encode_plain, write_dictionary,
 };
 use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
-use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
+use crate::args::load_vocabulary;
 use crate::output::{print_json, print_text, table};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -209,10 +209,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
         DictCommand::Emulate(args) => emulate_command(args, progress),
         DictCommand::Info(args) => info(args),
     }
-}
-
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
 }
 
 /// Turns a parameter error into one that names the command-line flag.

@@ -12,6 +12,7 @@ use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
+use crate::args::load_vocabulary;
 use crate::commands::affinity::affinity_flag_error;
 use crate::output::{print_json, print_text};
 use crate::output_guard::{Output, check_counted_once, check_output};
@@ -87,10 +88,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
         Command::Build(args) => build(args, progress),
         Command::Inspect(args) => inspect(args),
     }
-}
-
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
 }
 
 #[derive(Serialize)]

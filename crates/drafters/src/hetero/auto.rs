@@ -1,4 +1,5 @@
-//! `--algo auto`: which bridge to use for a drafter–target pair.
+//! [`AlgoRequest::Auto`](crate::hetero::AlgoRequest::Auto) (`anyspec generate --algo auto`):
+//! which bridge to use for a drafter–target pair.
 //!
 //! hetero-vocab-sd.txt has a table of which algorithm to use when (its Table 3), but its text
 //! was not available to this project (NOT FOUND in the notes). The rule below is a
@@ -54,7 +55,7 @@ pub enum Algo {
 }
 
 impl Algo {
-    /// The name `--algo` uses.
+    /// The algorithm's name, as [`FromStr`] reads it (and `anyspec generate --algo`).
     pub fn name(self) -> &'static str {
         match self {
             Algo::Union => "union",
@@ -84,8 +85,8 @@ impl FromStr for Algo {
             "slrs" => Algo::Slrs,
             other => {
                 return Err(crate::Error::InvalidParameter {
-                    name: "--algo",
-                    expected: "one of tli, slem, slrs, rdk, union, auto",
+                    name: "algorithm",
+                    expected: "one of tli, slem, slrs, rdk, union",
                     value: other.to_owned(),
                 });
             }
@@ -232,6 +233,6 @@ mod tests {
             assert_eq!(algo.name().parse::<Algo>().unwrap(), algo);
         }
         let err = "tlii".parse::<Algo>().unwrap_err().to_string();
-        assert!(err.contains("--algo") && err.contains("tlii"), "{err}");
+        assert!(err.contains("algorithm") && err.contains("tlii"), "{err}");
     }
 }

@@ -18,6 +18,7 @@ use anyspec_core::{
     Drafter, GammaPolicy, GammaTuner, GenerationConfig, Progress, ProgressUnit, SamplingConfig, Stats, Target as _,
     generate_tuned,
 };
+use anyspec_drafters::hetero::{self, AlgoRequest};
 use anyspec_drafters::slrs::SlrsConfig;
 use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
@@ -30,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use self::assets::{Artifact, Assets, HeteroDrafter, TargetSource};
 use crate::GlobalArgs;
-use crate::bridge;
+use crate::args::parse_device;
 use crate::commands::generate::drafter_warning;
 use crate::commands::theory::flag_error;
 use crate::output::{print_json, print_text, table};
@@ -111,12 +112,6 @@ enum ModelChoice {
     Smollm2,
     /// The committed tiny target.
     Tiny,
-}
-
-fn parse_device(name: &str) -> Result<DeviceChoice, String> {
-    let choice: DeviceChoice = name.parse().map_err(|e: anyspec_models::Error| e.to_string())?;
-    choice.device().map_err(|e| e.to_string())?;
-    Ok(choice)
 }
 
 /// A method's drafter for one prompt; `None` decodes autoregressively.
@@ -553,7 +548,7 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
 
 /// The drafter `d` (another tokenizer than the target's) through `algo`.
 fn hetero(a: &Assets, d: &HeteroDrafter, algo: Algo) -> anyhow::Result<Box<dyn Drafter>> {
-    let pair = bridge::Pair {
+    let pair = hetero::Pair {
         target_vocab: &a.target_vocabulary,
         drafter_vocab: &d.vocabulary,
         target_tokenizer: &a.target_tokenizer,
@@ -562,13 +557,13 @@ fn hetero(a: &Assets, d: &HeteroDrafter, algo: Algo) -> anyhow::Result<Box<dyn D
         target_rows: a.target_rows,
     };
     let rdk = (algo == Algo::Rdk).then(|| RdkForm::Exact(a.affinity.matrix().clone()));
-    let options = bridge::Options {
+    let options = hetero::Options {
         rdk,
         slrs: SlrsConfig { lookahead: None, budget: a.slrs_budget },
         slrs_fit_lookahead: true,
-        ..bridge::Options::default()
+        ..hetero::Options::default()
     };
-    bridge::build(algo, &pair, d.model.clone(), options)
+    Ok(hetero::build(AlgoRequest::Fixed(algo), &pair, d.model.clone(), options)?.drafter)
 }
 
 /// The row's name: the drafter behind it named where there is one.
