@@ -1,5 +1,5 @@
-//! What several commands read from their flags the same way: the device and a tokenizer's
-//! vocabulary.
+//! What several commands read from their flags the same way: the device, a tokenizer's
+//! vocabulary, and library parameter errors turned into errors that name the flag.
 
 use std::path::Path;
 
@@ -29,4 +29,37 @@ pub(crate) fn vocabulary_of(
     let name = checkpoint.path().display().to_string();
     Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)
         .with_context(|| format!("{flag} {}: reading its tokenizer", checkpoint.path().display()))
+}
+
+/// A library error whose parameter errors name the parameter as a user would (`top_p`,
+/// `min_prob`), which [`flag_error`] turns into the flag (`--top-p`).
+pub(crate) trait ParameterError: std::error::Error + Send + Sync + 'static {
+    /// The parameter, its allowed range and the value given, when this is a parameter error.
+    fn invalid_parameter(&self) -> Option<&anyspec_core::InvalidParameter>;
+}
+
+macro_rules! parameter_error {
+    ($($error:ty),*) => {$(
+        impl ParameterError for $error {
+            fn invalid_parameter(&self) -> Option<&anyspec_core::InvalidParameter> {
+                match self {
+                    Self::InvalidParameter(invalid) => Some(invalid),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+parameter_error!(anyspec_core::Error, anyspec_dict_builder::Error, anyspec_affinity::Error, anyspec_drafters::Error);
+
+/// Turns a parameter error into one that names the command-line flag (`top_p` → `--top-p`);
+/// a parameter with a space in its name has no flag of its own and is reported as it is.
+pub(crate) fn flag_error<E: ParameterError>(err: E) -> anyhow::Error {
+    match err.invalid_parameter() {
+        Some(invalid) if !invalid.name.contains(' ') => {
+            anyhow::anyhow!("--{} must be {}, got {}", invalid.name.replace('_', "-"), invalid.expected, invalid.value)
+        }
+        _ => err.into(),
+    }
 }

@@ -5,15 +5,8 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A parameter is outside its allowed range.
-    #[error("{name} must be {expected}, got {value}")]
-    InvalidParameter {
-        /// The parameter, as a user would name it.
-        name: &'static str,
-        /// The allowed range, in words.
-        expected: &'static str,
-        /// The value that was given.
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidParameter(#[from] anyspec_core::InvalidParameter),
     /// Loading a dictionary failed.
     #[error(transparent)]
     Dictionary(#[from] anyspec_dict_builder::Error),

@@ -21,8 +21,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 
-use crate::args::{parse_device, vocabulary_of};
-use crate::commands::theory::flag_error;
+use crate::args::{flag_error, parse_device, vocabulary_of};
 use crate::output::print_json;
 
 /// Generates text with a Llama-family checkpoint (Llama 2/3, TinyLlama, Mistral, Qwen2).

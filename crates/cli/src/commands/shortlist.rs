@@ -12,8 +12,7 @@ use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
-use crate::args::load_vocabulary;
-use crate::commands::affinity::affinity_flag_error;
+use crate::args::{flag_error, load_vocabulary};
 use crate::output::{print_json, print_text};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -179,8 +178,8 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         keep_special: args.keep_special,
         eos: if args.eos.is_empty() { EosRule::Auto } else { EosRule::Named(args.eos.clone()) },
     };
-    let list = Shortlist::build(&vocabulary, &frequencies, &params, &describe_corpus(&args.corpus))
-        .map_err(affinity_flag_error)?;
+    let list =
+        Shortlist::build(&vocabulary, &frequencies, &params, &describe_corpus(&args.corpus)).map_err(flag_error)?;
     list.save(&args.output).with_context(|| format!("-o {}: cannot write the shortlist", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     let report = report(&args.output, &list, Some(&vocabulary), Some(seconds));

@@ -84,11 +84,11 @@ impl FromStr for Algo {
             "slem" => Algo::Slem,
             "slrs" => Algo::Slrs,
             other => {
-                return Err(crate::Error::InvalidParameter {
+                return Err(crate::Error::InvalidParameter(anyspec_core::InvalidParameter {
                     name: "algorithm",
                     expected: "one of tli, slem, slrs, rdk, union",
                     value: other.to_owned(),
-                });
+                }));
             }
         })
     }

@@ -31,9 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use self::assets::{Artifact, Assets, HeteroDrafter, TargetSource};
 use crate::GlobalArgs;
-use crate::args::parse_device;
+use crate::args::{flag_error, parse_device};
 use crate::commands::generate::drafter_warning;
-use crate::commands::theory::flag_error;
 use crate::output::{print_json, print_text, table};
 
 /// Runs a target with every drafting method and compares them with autoregressive decoding:

@@ -126,11 +126,11 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
     /// Prepares the drafter, refusing a pair whose worst-case expansion exceeds the budget.
     pub fn new(model: M, space: StringSpace, config: SlrsConfig) -> Result<Self> {
         if config.lookahead == Some(0) {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs lookahead",
                 expected: "at least 1 drafter token (or unset for no limit)",
                 value: "0".into(),
-            });
+            }));
         }
         let plan = ExpansionPlan::new(&space);
         let positions = plan.worst_case(config.lookahead);

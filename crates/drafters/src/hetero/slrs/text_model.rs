@@ -85,20 +85,20 @@ impl<M: DrafterModel> TokenTreeModel for TextTreeModel<M> {
     fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>> {
         let ids = self.context.sync(context, &self.target_tokenizer, &self.drafter_tokenizer)?.to_vec();
         if ids.is_empty() {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs drafter context",
                 expected: "at least one drafter token (a prompt with whole characters)",
                 value: "none".into(),
-            }
+            })
             .into());
         }
         let limit = self.model.max_sequence_len();
         if let Some(longest) = continuations.iter().map(Vec::len).max().filter(|&n| ids.len() + n > limit) {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs drafter context",
                 expected: "within the drafter's context window (ask `room` first)",
                 value: format!("{} + {longest} tokens for a window of {limit}", ids.len()),
-            }
+            })
             .into());
         }
         if !self.tree_batching {
