@@ -5,6 +5,7 @@ mod demo_assets;
 mod dict_fixtures;
 mod fetch_models;
 mod fuzz;
+mod plot;
 mod repro_dict;
 mod repro_rdk;
 mod repro_rdk_demo;
