@@ -304,9 +304,9 @@ fn write_prompts(out: &Path, valid: &[String]) -> anyhow::Result<()> {
 /// Training and validation loss of every model found under `out`, in one PNG.
 fn draw_curves(path: &Path, out: &Path) -> anyhow::Result<bool> {
     use plotters::prelude::*;
-    let Some(font) = load_font() else { return Ok(false) };
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
-        .map_err(|_| anyhow::anyhow!("the system font could not be parsed"))?;
+    if !crate::plot::register_font()? {
+        return Ok(false);
+    }
     let mut series: Vec<(String, TrainReportLite)> = Vec::new();
     for plan in plans() {
         let file = out.join(plan.name).join("training.json");
@@ -378,17 +378,6 @@ struct StepLite {
     step: usize,
     loss: f32,
     valid_loss: Option<f32>,
-}
-
-fn load_font() -> Option<&'static [u8]> {
-    let candidates = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/Library/Fonts/Arial.ttf",
-        "C:\\Windows\\Fonts\\arial.ttf",
-    ];
-    candidates.iter().find_map(|p| std::fs::read(p).ok()).map(|bytes| &*Box::leak(bytes.into_boxed_slice()))
 }
 
 /// assets/demo/README.md from what is on disk (so a partial `--only` rebuild keeps it whole).

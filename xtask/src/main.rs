@@ -6,6 +6,7 @@ mod demo_assets;
 mod dict_fixtures;
 mod fetch_models;
 mod fuzz;
+mod plot;
 mod repro_dict;
 mod repro_lookbehind;
 mod repro_rdk;

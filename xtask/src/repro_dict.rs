@@ -203,23 +203,12 @@ fn sweep(vocabulary: &Vocabulary, counts: &NgramCounts, references: &[Vec<u32>],
     Ok(best)
 }
 
-fn load_font() -> Option<&'static [u8]> {
-    let candidates = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/Library/Fonts/Arial.ttf",
-        "C:\\Windows\\Fonts\\arial.ttf",
-    ];
-    candidates.iter().find_map(|p| std::fs::read(p).ok()).map(|bytes| &*Box::leak(bytes.into_boxed_slice()))
-}
-
 /// Figure 1: one point per (tokenizer, language), fertility against best emulated speedup.
 fn draw_figure(path: &Path, points: &[(String, &str, f64, f64)]) -> anyhow::Result<bool> {
     use plotters::prelude::*;
-    let Some(font) = load_font() else { return Ok(false) };
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
-        .map_err(|_| anyhow::anyhow!("the system font could not be parsed"))?;
+    if !crate::plot::register_font()? {
+        return Ok(false);
+    }
     let (mut x_max, mut y_min, mut y_max) = (1.0f64, f64::MAX, 1.0f64);
     for (_, _, x, y) in points {
         x_max = x_max.max(*x);

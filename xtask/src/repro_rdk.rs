@@ -442,22 +442,11 @@ fn markdown(o: &Options, rows: &[(usize, Sums)], drew: bool, seconds: f64) -> an
     Ok(md)
 }
 
-fn load_font() -> Option<&'static [u8]> {
-    let candidates = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/Library/Fonts/Arial.ttf",
-        "C:\\Windows\\Fonts\\arial.ttf",
-    ];
-    candidates.iter().find_map(|p| std::fs::read(p).ok()).map(|bytes| &*Box::leak(bytes.into_boxed_slice()))
-}
-
 fn draw(path: &Path, rows: &[(usize, Sums)]) -> anyhow::Result<bool> {
     use plotters::prelude::*;
-    let Some(font) = load_font() else { return Ok(false) };
-    plotters::style::register_font("sans-serif", FontStyle::Normal, font)
-        .map_err(|_| anyhow::anyhow!("the system font could not be parsed"))?;
+    if !crate::plot::register_font()? {
+        return Ok(false);
+    }
     let x_min = rows.iter().map(|r| r.0).min().unwrap_or(1) as f64;
     let x_max = rows.iter().map(|r| r.0).max().unwrap_or(2) as f64;
     let y_max = rows.iter().map(|r| r.1.full.max(r.1.tli)).chain(rows.iter().flat_map(|r| r.1.rdk)).fold(0.0, f64::max);

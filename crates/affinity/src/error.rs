@@ -32,15 +32,8 @@ pub enum Error {
         message: String,
     },
     /// A parameter is outside its allowed range.
-    #[error("{name} must be {expected}, got {value}")]
-    InvalidParameter {
-        /// The parameter, as a user would name it (for example `top_k`).
-        name: &'static str,
-        /// The allowed range, in words.
-        expected: &'static str,
-        /// The value that was given.
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidParameter(#[from] anyspec_core::InvalidParameter),
     /// A file is not the kind of artifact it was loaded as.
     #[error("{path} is not {expected}: it holds {found}; check the path")]
     NotAnArtifact {
@@ -142,7 +135,7 @@ pub enum Error {
 impl Error {
     /// Shorthand for [`Error::InvalidParameter`].
     pub(crate) fn invalid(name: &'static str, expected: &'static str, value: impl ToString) -> Self {
-        Error::InvalidParameter { name, expected, value: value.to_string() }
+        Error::InvalidParameter(anyspec_core::InvalidParameter { name, expected, value: value.to_string() })
     }
 
     pub(crate) fn io(action: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error {

@@ -1,6 +1,6 @@
 //! `anyspec`: lossless speculative decoding from any drafter.
 
-mod bridge;
+mod args;
 mod commands;
 mod output;
 mod output_guard;

@@ -24,7 +24,7 @@ use anyspec_drafters::slrs::{
     DEFAULT_SLRS_BUDGET, ExpansionPlan, MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel,
 };
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, TextTokenizer};
-use anyspec_vocab_map::{TokenKind, Vocabulary};
+use anyspec_vocab_map::Vocabulary;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -75,12 +75,6 @@ fn load(dir: &Path) -> Llama {
     Checkpoint::open(dir).and_then(|c| c.load_model(&DeviceChoice::Cpu.device()?)).expect("fixture model loads")
 }
 
-fn surfaces(vocabulary: &Vocabulary) -> Vec<Option<&[u8]>> {
-    (0..vocabulary.len() as u32)
-        .map(|id| vocabulary.token(id).filter(|t| t.kind != TokenKind::Special).and_then(|_| vocabulary.surface(id)))
-        .collect()
-}
-
 fn real_pair(c: &mut Criterion) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let target_dir = root.join("../models/tests/data/mistral-window-f16");
@@ -90,7 +84,7 @@ fn real_pair(c: &mut Criterion) {
     let (target_vocab, drafter_vocab) = (vocabulary(&target_dir), vocabulary(&drafter_dir));
     let model = load(&drafter_dir);
     let drafter_size = model.config().vocab_size;
-    let space = StringSpace::new(&surfaces(&target_vocab), 320, &surfaces(&drafter_vocab), drafter_size)
+    let space = StringSpace::new(&target_vocab.text_surfaces(), 320, &drafter_vocab.text_surfaces(), drafter_size)
         .expect("valid vocabularies");
     let positions = ExpansionPlan::new(&space).worst_case(None);
     let prompt = tokenizer(&target_dir).encode("The quick brown fox jumps over the lazy").expect("encode");
@@ -124,9 +118,9 @@ fn real_tokenizer_plans(c: &mut Criterion) {
     for (target, drafter) in [("llama3", "gpt2"), ("qwen2", "llama2")] {
         let vocabulary = |name: &str| Vocabulary::from_file(&dir.join(name).join("tokenizer.json"));
         let (Ok(target_vocab), Ok(drafter_vocab)) = (vocabulary(target), vocabulary(drafter)) else { continue };
-        let target_surfaces = surfaces(&target_vocab);
+        let target_surfaces = target_vocab.text_surfaces();
         for bytes_only in [true, false] {
-            let mut drafter_surfaces = surfaces(&drafter_vocab);
+            let mut drafter_surfaces = drafter_vocab.text_surfaces();
             if bytes_only {
                 drafter_surfaces.iter_mut().filter(|s| s.is_some_and(|s| s.len() != 1)).for_each(|s| *s = None);
             }

@@ -5,15 +5,8 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A parameter is outside its allowed range.
-    #[error("{name} must be {expected}, got {value}")]
-    InvalidParameter {
-        /// The parameter, as a user would name it.
-        name: &'static str,
-        /// The allowed range, in words.
-        expected: &'static str,
-        /// The value that was given.
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidParameter(#[from] anyspec_core::InvalidParameter),
     /// Loading a dictionary failed.
     #[error(transparent)]
     Dictionary(#[from] anyspec_dict_builder::Error),
@@ -23,10 +16,21 @@ pub enum Error {
     /// A projection between the two vocabularies was refused (mismatched sizes, no mass left).
     #[error(transparent)]
     Core(#[from] anyspec_core::Error),
+    /// The vocabulary map between target and drafter could not give its id map.
+    #[error(transparent)]
+    VocabMap(#[from] anyspec_vocab_map::Error),
+    /// An algorithm was asked for without an input it needs, or with one it does not use.
+    #[error("{algo} {problem}")]
+    AlgoInput {
+        /// The algorithm, as [`crate::Algo::name`] spells it.
+        algo: &'static str,
+        /// What is missing or unused, and what to do.
+        problem: String,
+    },
     /// A bridge between two vocabularies cannot work for this drafter–target pair.
     #[error("the {bridge} bridge cannot work for this pair: {reason}")]
     UnusableBridge {
-        /// The bridge, as `--algo` names it.
+        /// The bridge, as [`crate::Algo::name`] spells it.
         bridge: &'static str,
         /// Why, and what to do instead.
         reason: String,
@@ -36,7 +40,7 @@ pub enum Error {
     #[error(
         "slrs would score up to {} drafter positions per drafted token with lookahead {lookahead}, \
          over the budget of {budget}: {advice}",
-        crate::slrs::positions_in_words(*positions)
+        positions_in_words(*positions)
     )]
     SlrsBudget {
         /// The worst-case positions per drafted token.
@@ -51,7 +55,7 @@ pub enum Error {
     /// An SLRS ψ expansion scored more drafter positions than allowed while drafting.
     #[error(
         "slrs scored {positions} drafter positions for one drafted token, over the budget of {budget}: \
-         lower the lookahead (--slrs-lookahead) or raise the budget (--slrs-budget)"
+         lower the lookahead or raise the budget (SlrsConfig)"
     )]
     SlrsBudgetExceeded {
         /// Positions scored when the expansion stopped.
@@ -69,6 +73,20 @@ pub enum Error {
         /// The count returned.
         got: usize,
     },
+}
+
+/// A drafter's error as the generation loop reports it ([`anyspec_core::Error::Drafter`]), so
+/// that `?` works inside [`anyspec_core::Drafter::propose`].
+impl From<Error> for anyspec_core::Error {
+    fn from(err: Error) -> Self {
+        anyspec_core::Error::Drafter(Box::new(err))
+    }
+}
+
+/// A position count for messages: plan counts saturate at `u64::MAX`, which means "too many to
+/// count".
+fn positions_in_words(positions: u64) -> String {
+    if positions == u64::MAX { "more than 2^64".to_string() } else { positions.to_string() }
 }
 
 /// `Result` with [`Error`].

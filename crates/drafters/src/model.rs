@@ -5,6 +5,8 @@ use anyspec_core::{Draft, Drafter, SamplingConfig};
 use anyspec_models::{Llama, Session};
 use rand::RngCore;
 
+use crate::error::Error;
+
 /// The homogeneous model drafter of speculative-decoding.txt: a small model over the target's
 /// vocabulary proposes γ tokens autoregressively.
 ///
@@ -61,12 +63,7 @@ impl ModelDrafter {
     /// The drafter's logits for the next token after `sequence`, as a row over the target's
     /// vocabulary: ids past the drafter's vocabulary are masked (−∞).
     fn next_logits(&mut self, sequence: &[u32]) -> anyspec_core::Result<Vec<f32>> {
-        let mut row = self
-            .session
-            .logits_on_host(sequence, 1)
-            .map_err(|e| anyspec_core::Error::Drafter(Box::new(e)))?
-            .pop()
-            .unwrap_or_default();
+        let mut row = self.session.logits_on_host(sequence, 1).map_err(Error::Model)?.pop().unwrap_or_default();
         row.resize(self.target_vocab_size, f32::NEG_INFINITY);
         Ok(row)
     }

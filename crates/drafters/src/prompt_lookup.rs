@@ -64,18 +64,18 @@ impl PromptLookup {
     /// [`Error::InvalidParameter`] unless `1 ≤ min_ngram ≤ max_ngram ≤ 16`.
     pub fn new(config: PromptLookupConfig) -> Result<Self> {
         if config.min_ngram == 0 {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "min_ngram",
                 expected: "≥ 1",
                 value: config.min_ngram.to_string(),
-            });
+            }));
         }
         if config.max_ngram < config.min_ngram || config.max_ngram > MAX_NGRAM_LIMIT {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "max_ngram",
                 expected: "between min_ngram and 16",
                 value: config.max_ngram.to_string(),
-            });
+            }));
         }
         let sizes = config.max_ngram - config.min_ngram + 1;
         Ok(PromptLookup { config, seen: Vec::new(), index: vec![HashMap::default(); sizes], indexed_until: 0 })

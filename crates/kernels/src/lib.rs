@@ -51,7 +51,7 @@ mod verify;
 
 #[cfg(feature = "cubecl")]
 pub use acceptance::acceptance_fused;
-pub use acceptance::{AcceptanceInputs, acceptance, acceptance_reference, read_acceptance};
+pub use acceptance::{AcceptanceInputs, Uniforms, acceptance, acceptance_reference, read_acceptance};
 pub use error::{Error, Result};
 pub use probs::{device_probs, is_host_device, supports};
-pub use verify::{Uniforms, verdict_from_rows, verify_on_device};
+pub use verify::{verdict_from_rows, verify_on_device};

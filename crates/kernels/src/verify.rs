@@ -11,27 +11,9 @@
 
 use anyspec_core::Verdict;
 use burn::tensor::Tensor;
-use rand::{Rng, RngCore};
 
-use crate::acceptance::{AcceptanceInputs, AcceptanceRow, acceptance, read_acceptance};
+use crate::acceptance::{AcceptanceInputs, AcceptanceRow, Uniforms, acceptance, read_acceptance};
 use crate::error::{Error, Result};
-
-/// The uniform numbers one verification consumes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Uniforms {
-    /// `u_j` for the acceptance test `u_j · q_j(d_j) < p_j(d_j)` of each drafted token.
-    pub accept: Vec<f64>,
-    /// The uniform that picks the residual (or bonus) token by inverse-CDF sampling.
-    pub residual: f64,
-}
-
-impl Uniforms {
-    /// Draws γ + 1 uniforms in `[0, 1)`: the acceptance tests in order, then the residual.
-    pub fn draw(gamma: usize, rng: &mut dyn RngCore) -> Self {
-        let accept = (0..gamma).map(|_| rng.random::<f64>()).collect();
-        Uniforms { accept, residual: rng.random::<f64>() }
-    }
-}
 
 /// Verifies a draft on the device.
 ///

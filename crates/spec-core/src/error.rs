@@ -9,15 +9,8 @@ use std::error::Error as StdError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A parameter is outside its allowed range.
-    #[error("{name} must be {expected}, got {value}")]
-    InvalidParameter {
-        /// The parameter, as a user would name it (for example `top_p`).
-        name: &'static str,
-        /// The allowed range, in words (for example `in (0, 1]`).
-        expected: &'static str,
-        /// The value that was given.
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidParameter(#[from] InvalidParameter),
     /// Logits contain NaN or +∞: the model produced numbers that cannot be a distribution.
     #[error(
         "logits contain {value} at token {index}; the model produced invalid numbers \
@@ -105,8 +98,22 @@ pub enum Error {
 impl Error {
     /// Shorthand for [`Error::InvalidParameter`].
     pub fn invalid(name: &'static str, expected: &'static str, value: impl ToString) -> Self {
-        Error::InvalidParameter { name, expected, value: value.to_string() }
+        Error::InvalidParameter(InvalidParameter { name, expected, value: value.to_string() })
     }
+}
+
+/// A parameter outside its allowed range: the one shape in which every anyspec crate reports it
+/// (each crate's `Error::InvalidParameter` wraps it), so that a front end can name the flag or
+/// field behind `name` in one place.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{name} must be {expected}, got {value}")]
+pub struct InvalidParameter {
+    /// The parameter, as a user would name it (for example `top_p`).
+    pub name: &'static str,
+    /// The allowed range, in words (for example `in (0, 1]`).
+    pub expected: &'static str,
+    /// The value that was given.
+    pub value: String,
 }
 
 /// `Result` with [`Error`].

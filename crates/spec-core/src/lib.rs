@@ -56,7 +56,7 @@ pub use draft::{Draft, DraftOrigin};
 pub use engine::{
     Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate, generate_tuned,
 };
-pub use error::{Error, Result};
+pub use error::{Error, InvalidParameter, Result};
 pub use progress::{NoProgress, Progress, ProgressUnit};
 pub use sampling::SamplingConfig;
 pub use verify::{DeterministicRule, Verdict};

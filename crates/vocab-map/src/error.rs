@@ -147,15 +147,8 @@ pub enum Error {
         message: String,
     },
     /// A parameter is out of its valid range.
-    #[error("invalid {what}: {value} ({expected})")]
-    InvalidParameter {
-        /// The parameter.
-        what: &'static str,
-        /// Its value.
-        value: String,
-        /// What would be valid.
-        expected: &'static str,
-    },
+    #[error(transparent)]
+    InvalidParameter(#[from] anyspec_core::InvalidParameter),
 }
 
 impl Error {

@@ -60,10 +60,12 @@ impl std::str::FromStr for Fingerprint {
 
     /// Parses the 64 hex digits that [`Display`](fmt::Display) writes.
     fn from_str(s: &str) -> Result<Self, crate::Error> {
-        let invalid = || crate::Error::InvalidParameter {
-            what: "fingerprint",
-            value: s.to_string(),
-            expected: "64 hexadecimal digits",
+        let invalid = || {
+            crate::Error::InvalidParameter(anyspec_core::InvalidParameter {
+                name: "fingerprint",
+                value: s.to_string(),
+                expected: "64 hexadecimal digits",
+            })
         };
         if s.len() != 64 || !s.is_ascii() {
             return Err(invalid());

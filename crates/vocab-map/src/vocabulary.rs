@@ -200,6 +200,15 @@ impl Vocabulary {
         Some(&self.surface_bytes[self.surface_offsets[id]..self.surface_offsets[id + 1]])
     }
 
+    /// The byte surface of every token that can appear in text, by id: `None` for special
+    /// tokens (`<|endoftext|>`, `<s>`) and unused ids. This is the string space of the
+    /// string-level methods (SLRS spells target tokens out of these bytes).
+    pub fn text_surfaces(&self) -> Vec<Option<&[u8]>> {
+        (0..self.len() as u32)
+            .map(|id| self.token(id).filter(|t| t.kind != TokenKind::Special).and_then(|_| self.surface(id)))
+            .collect()
+    }
+
     /// Whether token `id` is a SentencePiece byte-fallback token `<0xNN>`.
     pub fn is_byte_fallback(&self, id: u32) -> bool {
         self.byte_fallback.get(id as usize).copied().unwrap_or(false)

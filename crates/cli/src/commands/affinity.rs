@@ -10,9 +10,9 @@ use anyspec_affinity::{Affinity, AffinityInfo, AffinityParams, CooccurrenceCount
 use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
-use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
+use crate::args::{flag_error, load_vocabulary};
 use crate::output::{print_json, print_text, table};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -99,20 +99,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     }
 }
 
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
-}
-
-/// Turns a parameter error into one that names the command-line flag.
-pub(crate) fn affinity_flag_error(err: anyspec_affinity::Error) -> anyhow::Error {
-    match err {
-        anyspec_affinity::Error::InvalidParameter { name, expected, value } if !name.contains(' ') => {
-            anyhow::anyhow!("--{} must be {expected}, got {value}", name.replace('_', "-"))
-        }
-        other => other.into(),
-    }
-}
-
 /// Shape statistics of a matrix, shared by `build` and `inspect`.
 #[derive(Serialize)]
 struct Shape {
@@ -162,7 +148,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         max_pairs: args.max_pairs,
         threads: args.threads,
     };
-    params.validate().map_err(affinity_flag_error)?;
+    params.validate().map_err(flag_error)?;
     let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
         .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
         .collect();
@@ -181,9 +167,9 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         params.threads,
         progress,
     )
-    .map_err(affinity_flag_error)?;
+    .map_err(flag_error)?;
     let affinity = build_affinity(&counts, vocabulary.fingerprint(), &params, &describe_corpus(&args.corpus))
-        .map_err(affinity_flag_error)?;
+        .map_err(flag_error)?;
     let bytes = affinity.to_bytes()?;
     anyspec_core::artifact::write_atomically(&args.output, |w| std::io::Write::write_all(w, &bytes))
         .with_context(|| format!("-o {}: cannot write the matrix", args.output.display()))?;

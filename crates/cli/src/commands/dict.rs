@@ -12,9 +12,9 @@ use anyspec_dict_builder::{
     running_text::encode_plain, write_dictionary,
 };
 use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
-use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
+use crate::args::{flag_error, load_vocabulary};
 use crate::output::{print_json, print_text, table};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -211,20 +211,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
     }
 }
 
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
-}
-
-/// Turns a parameter error into one that names the command-line flag.
-fn dict_flag_error(err: anyspec_dict_builder::Error) -> anyhow::Error {
-    match err {
-        anyspec_dict_builder::Error::InvalidParameter { name, expected, value } => {
-            anyhow::anyhow!("--{} must be {expected}, got {value}", name.replace('_', "-"))
-        }
-        other => other.into(),
-    }
-}
-
 #[derive(Serialize)]
 struct BuildReport {
     output: PathBuf,
@@ -247,7 +233,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         max_prefix: args.max_prefix,
         max_continuation: args.max_continuation,
     };
-    params.validate().map_err(dict_flag_error)?;
+    params.validate().map_err(flag_error)?;
     let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
         .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
         .chain(args.counts.iter().map(|p| ("--counts", p.as_path())))
@@ -263,7 +249,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     } else {
         NgramCounts::merge_shards(&args.counts)?
     };
-    let bytes = build_dictionary(&counts, &vocabulary, &params, args.threads, progress).map_err(dict_flag_error)?;
+    let bytes = build_dictionary(&counts, &vocabulary, &params, args.threads, progress).map_err(flag_error)?;
     write_dictionary(&args.output, &bytes)?;
     let seconds = started.elapsed().as_secs_f64();
     let dictionary = Dictionary::open(&args.output, &vocabulary.fingerprint())?;
@@ -335,7 +321,7 @@ fn count(args: CountArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let started = Instant::now();
     let options = CorpusOptions { text_field: args.corpus.text_field.clone() };
     let counts = NgramCounts::count_files(&args.corpus.corpus, &options, args.max_order, args.threads, progress)
-        .map_err(dict_flag_error)?;
+        .map_err(flag_error)?;
     counts.write_shard(&args.output)?;
     print_count_report(&count_report(&args.output, &counts, started.elapsed().as_secs_f64()), args.json)
 }
@@ -376,14 +362,7 @@ fn emulate_command(args: EmulateArgs, progress: &dyn Progress) -> anyhow::Result
         (_, Some(path)) => Some(Arc::new(Dictionary::open(path, &vocabulary.fingerprint())?)),
     };
     let prompt_config = PromptLookupConfig { min_ngram: args.min_ngram, max_ngram: args.max_ngram };
-    let prompt = || -> anyhow::Result<PromptLookup> {
-        PromptLookup::new(prompt_config).map_err(|e| match e {
-            anyspec_drafters::Error::InvalidParameter { name, expected, value } => {
-                anyhow::anyhow!("--{} must be {expected}, got {value}", name.replace('_', "-"))
-            }
-            other => other.into(),
-        })
-    };
+    let prompt = || -> anyhow::Result<PromptLookup> { PromptLookup::new(prompt_config).map_err(flag_error) };
     let mut drafter: Box<dyn anyspec_core::Drafter> = match (args.drafter, dictionary) {
         (DrafterKind::Prompt, _) => Box::new(prompt()?),
         (DrafterKind::Dict, Some(d)) => Box::new(DictionaryDrafter::new(d)),
@@ -411,7 +390,7 @@ fn emulate_command(args: EmulateArgs, progress: &dyn Progress) -> anyhow::Result
     }
     let config = EmulationConfig { gamma: args.gamma, prompt_tokens: args.prompt_tokens };
     let started = Instant::now();
-    let counts = emulate(drafter.as_mut(), &sequences, &config, progress).map_err(dict_flag_error)?;
+    let counts = emulate(drafter.as_mut(), &sequences, &config, progress).map_err(flag_error)?;
     if counts.tokens == 0 {
         let total: usize = sequences.iter().map(Vec::len).sum();
         bail!(

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use anyspec_core::engine::Target;
 use anyspec_core::{Drafter, GenerationConfig, SamplingConfig, StopReason, generate};
-use anyspec_drafters::hetero::ContextMapping;
-use anyspec_drafters::hetero::auto::{AutoChoice, PairFacts, choose};
+use anyspec_drafters::hetero::{self, AlgoRequest, ContextMapping};
 use anyspec_drafters::slrs::{DEFAULT_SLRS_BUDGET, SlrsConfig};
-use anyspec_drafters::{Algo, ModelDrafter, RdkForm};
+use anyspec_drafters::{Algo, AutoChoice, ModelDrafter, RdkForm};
 use anyspec_models::{
     Checkpoint, DeviceChoice, Engine, Kernel, Llama, LlamaTarget, LoadOptions, TextTokenizer, Verification,
 };
@@ -22,8 +21,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Serialize;
 
-use crate::bridge;
-use crate::commands::theory::flag_error;
+use crate::args::{flag_error, parse_device, vocabulary_of};
 use crate::output::print_json;
 
 /// Generates text with a Llama-family checkpoint (Llama 2/3, TinyLlama, Mistral, Qwen2).
@@ -48,8 +46,8 @@ pub(crate) struct Args {
     /// How a drafter with another tokenizer reaches the target: tli, slem, slrs, rdk, union or
     /// auto (chooses from the vocabulary overlap, the temperature and the drafter's token
     /// lengths, and prints which and why).
-    #[arg(long, value_parser = ["tli", "slem", "slrs", "rdk", "union", "auto"], requires = "drafter")]
-    algo: Option<String>,
+    #[arg(long, value_enum, requires = "drafter")]
+    algo: Option<AlgoArg>,
     /// Vocabulary map built by `anyspec vocab build` for exactly this target and drafter
     /// tokenizer; without it the map is built on the fly (byte-surface matching).
     #[arg(long, value_name = "FILE", requires = "algo")]
@@ -59,8 +57,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE", requires = "algo")]
     affinity: Option<PathBuf>,
     /// RDK form: exact (sparse Mᵀq) or taylor (first-order kernel over the raw scores).
-    #[arg(long, value_parser = ["exact", "taylor"], default_value = "exact")]
-    rdk: String,
+    #[arg(long, value_enum, default_value = "exact")]
+    rdk: RdkArg,
     /// FR-Spec shortlist of drafter tokens (`anyspec shortlist build`, drafter tokenizer) for
     /// --algo tli or rdk: the drafter's LM head is pruned to it.
     #[arg(long, value_name = "FILE", requires = "algo")]
@@ -68,8 +66,8 @@ pub(crate) struct Args {
     /// --algo tli, rdk, union: how the target's tokens reach the drafter. `retokenize` decodes
     /// them and encodes the text with the drafter's tokenizer; `shared-ids` maps them one for
     /// one when all are shared (text otherwise), keeping the target's segmentation.
-    #[arg(long, value_parser = ["retokenize", "shared-ids"], default_value = "retokenize")]
-    drafter_context: String,
+    #[arg(long, value_enum, default_value = "retokenize")]
+    drafter_context: ContextArg,
     /// --algo slrs: most drafter tokens one walk spells a target token with (the paper's
     /// n_max); unset lets walks run to the longest target token.
     #[arg(long, value_name = "N")]
@@ -135,10 +133,51 @@ pub(crate) struct Args {
     json: bool,
 }
 
-fn parse_device(name: &str) -> Result<DeviceChoice, String> {
-    let choice: DeviceChoice = name.parse().map_err(|e: anyspec_models::Error| e.to_string())?;
-    choice.device().map_err(|e| e.to_string())?;
-    Ok(choice)
+/// `--algo`: the names of [`Algo`], and `auto` for [`AlgoRequest::Auto`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum AlgoArg {
+    Tli,
+    Slem,
+    Slrs,
+    Rdk,
+    Union,
+    Auto,
+}
+
+impl From<AlgoArg> for AlgoRequest {
+    fn from(arg: AlgoArg) -> Self {
+        match arg {
+            AlgoArg::Tli => AlgoRequest::Fixed(Algo::Tli),
+            AlgoArg::Slem => AlgoRequest::Fixed(Algo::Slem),
+            AlgoArg::Slrs => AlgoRequest::Fixed(Algo::Slrs),
+            AlgoArg::Rdk => AlgoRequest::Fixed(Algo::Rdk),
+            AlgoArg::Union => AlgoRequest::Fixed(Algo::Union),
+            AlgoArg::Auto => AlgoRequest::Auto,
+        }
+    }
+}
+
+/// `--rdk`: which form of RDK's redistribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RdkArg {
+    Exact,
+    Taylor,
+}
+
+/// `--drafter-context`: [`ContextMapping`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ContextArg {
+    Retokenize,
+    SharedIds,
+}
+
+impl From<ContextArg> for ContextMapping {
+    fn from(arg: ContextArg) -> Self {
+        match arg {
+            ContextArg::Retokenize => ContextMapping::Retokenize,
+            ContextArg::SharedIds => ContextMapping::SharedIds,
+        }
+    }
 }
 
 fn parse_verification(name: &str) -> Result<Verification, String> {
@@ -283,30 +322,35 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 ));
             }
             let (target_vocab, drafter_vocab) = vocabularies(&target_checkpoint, &tokenizer, &checkpoint)?;
-            match &args.algo {
+            match args.algo {
                 None => {
                     check_same_tokenizer(&args.target, dir, &target_vocab, &drafter_vocab)?;
                     Some(Box::new(ModelDrafter::new(load_model(&checkpoint, "--drafter")?, target.vocab_size())))
                 }
                 Some(algo) => {
-                    let pair = Pair {
-                        args: &args,
-                        target_vocab,
-                        drafter_vocab,
-                        target_tokenizer: &tokenizer,
-                        sampling: &sampling,
-                    };
+                    let vocabularies = (&target_vocab, &drafter_vocab);
                     let load = || load_model(&checkpoint, "--drafter");
-                    let (drafter, chosen) = hetero_drafter(&pair, algo, &checkpoint, &load, target.vocab_size())?;
+                    let request = algo.into();
+                    let (drafter, chosen) = hetero_drafter(
+                        &args,
+                        request,
+                        vocabularies,
+                        &tokenizer,
+                        &sampling,
+                        &checkpoint,
+                        &load,
+                        target.vocab_size(),
+                    )?;
                     choice = Some(chosen);
                     Some(drafter)
                 }
             }
         }
     };
+    let auto = args.algo == Some(AlgoArg::Auto);
     if let Some(chosen) = &choice
         && !args.json
-        && args.algo.as_deref() == Some("auto")
+        && auto
     {
         note(&format!("--algo auto chose {}: {}", chosen.algo, chosen.reason));
     }
@@ -366,7 +410,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         threads: target.model().threads(),
         speculative: drafter.is_some(),
         algo: choice.as_ref().map(|c| c.algo),
-        algo_reason: choice.filter(|_| args.algo.as_deref() == Some("auto")).map(|c| c.reason),
+        algo_reason: choice.filter(|_| auto).map(|c| c.reason),
         gamma: args.gamma,
         load_ms: ms(load_time),
         prefill_ms: ms(prefill_time),
@@ -399,15 +443,10 @@ fn vocabularies(
     target_tokenizer: &TextTokenizer,
     drafter: &Checkpoint,
 ) -> anyhow::Result<(Vocabulary, Vocabulary)> {
-    let vocabulary = |checkpoint: &Checkpoint, tokenizer: &TextTokenizer, flag: &str| -> anyhow::Result<Vocabulary> {
-        let name = checkpoint.path().display().to_string();
-        Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)
-            .with_context(|| format!("{flag} {}: reading its tokenizer", checkpoint.path().display()))
-    };
     let drafter_tokenizer = drafter
         .tokenizer()
         .with_context(|| format!("--drafter {}: reading its tokenizer", drafter.path().display()))?;
-    Ok((vocabulary(target, target_tokenizer, "--target")?, vocabulary(drafter, &drafter_tokenizer, "--drafter")?))
+    Ok((vocabulary_of(target, target_tokenizer, "--target")?, vocabulary_of(drafter, &drafter_tokenizer, "--drafter")?))
 }
 
 /// A model drafter without `--algo` proposes target ids directly, so both checkpoints must share
@@ -427,45 +466,36 @@ fn check_same_tokenizer(target: &Path, drafter: &Path, t: &Vocabulary, d: &Vocab
     Ok(())
 }
 
-/// Everything the bridge of a drafter with another tokenizer is built from.
-struct Pair<'a> {
-    args: &'a Args,
-    target_vocab: Vocabulary,
-    drafter_vocab: Vocabulary,
-    target_tokenizer: &'a TextTokenizer,
-    sampling: &'a SamplingConfig,
-}
-
-/// Builds the drafter `--algo` asks for (choosing one for `auto`), refusing every combination
-/// that cannot work before any generation starts.
+/// Builds the drafter `--algo` asks for (choosing one for `auto`) through
+/// [`anyspec_drafters::hetero::build`], loading the inputs its flags name and refusing every
+/// combination that cannot work before any generation starts.
+#[allow(clippy::too_many_arguments)]
 fn hetero_drafter(
-    pair: &Pair<'_>,
-    algo: &str,
+    args: &Args,
+    request: AlgoRequest,
+    (target_vocab, drafter_vocab): (&Vocabulary, &Vocabulary),
+    target_tokenizer: &TextTokenizer,
+    sampling: &SamplingConfig,
     checkpoint: &Checkpoint,
     model: &dyn Fn() -> anyhow::Result<Llama>,
     target_vocab_size: usize,
 ) -> anyhow::Result<(Box<dyn Drafter>, AutoChoice)> {
-    let args = pair.args;
     let map = match &args.vocab_map {
-        Some(path) => VocabMap::load(path, &pair.target_vocab, &pair.drafter_vocab)
+        Some(path) => VocabMap::load(path, target_vocab, drafter_vocab)
             .with_context(|| format!("--vocab-map {}", path.display()))?,
-        None => VocabMap::build(&pair.target_vocab, &pair.drafter_vocab, MatchMode::Bytes),
+        None => VocabMap::build(target_vocab, drafter_vocab, MatchMode::Bytes),
     };
     let drafter_tokenizer =
         checkpoint.tokenizer().with_context(|| format!("--drafter {}", checkpoint.dir().display()))?;
-    let choice = if algo == "auto" {
-        choose(&PairFacts {
-            intersection: map.intersection(),
-            target_vocab: pair.target_vocab.token_count(),
-            drafter_vocab: pair.drafter_vocab.token_count(),
-            temperature: pair.sampling.temperature,
-            drafter_mean_token_bytes: bytes_per_token(&args.prompt, &drafter_tokenizer)?,
-            has_affinity: args.affinity.is_some(),
-            slrs_available: true,
-        })
-    } else {
-        AutoChoice { algo: algo.parse::<Algo>()?, reason: format!("--algo {algo}") }
+    let pair = hetero::Pair {
+        target_vocab,
+        drafter_vocab,
+        target_tokenizer,
+        drafter_tokenizer: &drafter_tokenizer,
+        map: &map,
+        target_rows: target_vocab_size,
     };
+    let choice = request.resolve(&pair, sampling.temperature, &args.prompt, args.affinity.is_some())?;
     let chosen = choice.algo;
     if args.affinity.is_some() && chosen != Algo::Rdk {
         bail!("--affinity is only used by --algo rdk (the algorithm is {chosen}); drop it or use --algo rdk");
@@ -474,35 +504,34 @@ fn hetero_drafter(
         bail!("--shortlist prunes the drafter for --algo tli or rdk (the algorithm is {chosen}); drop it");
     }
 
-    let rdk = if chosen == Algo::Rdk { Some(rdk_form(args, &pair.target_vocab)?) } else { None };
+    let rdk = if chosen == Algo::Rdk { Some(rdk_form(args, target_vocab)?) } else { None };
     let shortlist = match &args.shortlist {
         Some(path) => Some(
-            anyspec_affinity::Shortlist::load(path, &pair.drafter_vocab.fingerprint())
+            anyspec_affinity::Shortlist::load(path, &drafter_vocab.fingerprint())
                 .with_context(|| format!("--shortlist {}", path.display()))?
                 .ids()
                 .to_vec(),
         ),
         None => None,
     };
-    let context =
-        if args.drafter_context == "shared-ids" { ContextMapping::SharedIds } else { ContextMapping::default() };
-    let options = bridge::Options {
+    let options = hetero::Options {
         rdk,
         shortlist,
-        context,
+        context: args.drafter_context.into(),
         slrs: SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget },
-        slrs_fit_lookahead: false,
+        ..hetero::Options::default()
     };
-    let sides = bridge::Pair {
-        target_vocab: &pair.target_vocab,
-        drafter_vocab: &pair.drafter_vocab,
-        target_tokenizer: pair.target_tokenizer,
-        drafter_tokenizer: &drafter_tokenizer,
-        map: &map,
-        target_rows: target_vocab_size,
-    };
-    let drafter = bridge::build(chosen, &sides, model()?, options).with_context(|| format!("--algo {chosen}"))?;
-    Ok((drafter, choice))
+    let built = hetero::build(AlgoRequest::Fixed(chosen), &pair, model()?, options).map_err(|err| {
+        // The library speaks of the lookahead and the budget; here they are flags.
+        let flags = match err {
+            anyspec_drafters::Error::SlrsBudget { .. } => {
+                " (the lookahead is --slrs-lookahead, the budget --slrs-budget)"
+            }
+            _ => "",
+        };
+        anyhow::Error::new(err).context(format!("--algo {chosen}{flags}"))
+    })?;
+    Ok((built.drafter, choice))
 }
 
 fn rdk_form(args: &Args, target_vocab: &Vocabulary) -> anyhow::Result<RdkForm> {
@@ -516,15 +545,10 @@ fn rdk_form(args: &Args, target_vocab: &Vocabulary) -> anyhow::Result<RdkForm> {
         .with_context(|| format!("--affinity {}", path.display()))?;
     let tau = affinity.tau();
     let (matrix, scores, _) = affinity.into_parts();
-    Ok(if args.rdk == "taylor" { RdkForm::Taylor { scores, tau } } else { RdkForm::Exact(matrix) })
-}
-
-/// Bytes of text per drafter token on the prompt: how long the drafter's tokens are on real
-/// text (a vocabulary-wide mean would be dominated by the 256 single-byte tokens of a small
-/// byte-level vocabulary).
-fn bytes_per_token(prompt: &str, tokenizer: &TextTokenizer) -> anyhow::Result<f64> {
-    let tokens = tokenizer.encode_continuation(prompt)?.len();
-    Ok(if tokens == 0 { 0.0 } else { prompt.len() as f64 / tokens as f64 })
+    Ok(match args.rdk {
+        RdkArg::Taylor => RdkForm::Taylor { scores, tau },
+        RdkArg::Exact => RdkForm::Exact(matrix),
+    })
 }
 
 #[allow(clippy::print_stderr)]

@@ -12,7 +12,7 @@ use anyspec_dict_builder::CorpusOptions;
 use anyspec_vocab_map::Vocabulary;
 use serde::Serialize;
 
-use crate::commands::affinity::affinity_flag_error;
+use crate::args::{flag_error, load_vocabulary};
 use crate::output::{print_json, print_text};
 use crate::output_guard::{Output, check_counted_once, check_output};
 
@@ -87,10 +87,6 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
         Command::Build(args) => build(args, progress),
         Command::Inspect(args) => inspect(args),
     }
-}
-
-fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
 }
 
 #[derive(Serialize)]
@@ -182,8 +178,8 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         keep_special: args.keep_special,
         eos: if args.eos.is_empty() { EosRule::Auto } else { EosRule::Named(args.eos.clone()) },
     };
-    let list = Shortlist::build(&vocabulary, &frequencies, &params, &describe_corpus(&args.corpus))
-        .map_err(affinity_flag_error)?;
+    let list =
+        Shortlist::build(&vocabulary, &frequencies, &params, &describe_corpus(&args.corpus)).map_err(flag_error)?;
     list.save(&args.output).with_context(|| format!("-o {}: cannot write the shortlist", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     let report = report(&args.output, &list, Some(&vocabulary), Some(seconds));

@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::commands::theory::flag_error;
+use crate::args::flag_error;
 use crate::output::{print_json, print_text, table};
 
 /// Runs the draft → verify engine on toy Markov target/drafter pairs for every rule and prints

@@ -2,6 +2,7 @@
 
 use anyspec_core::theory::TheoryReport;
 
+use crate::args::flag_error;
 use crate::output::{print_json, print_text, table};
 
 /// Expected tokens per verification step, walltime improvement factor and the best γ
@@ -39,14 +40,4 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         vec!["improvement factor at best γ".into(), format!("{:.4}×", report.best_improvement_factor)],
     ];
     print_text(&table(&["quantity", "value"], &rows))
-}
-
-/// Turns a parameter error into one that names the command-line flag.
-pub(crate) fn flag_error(err: anyspec_core::Error) -> anyhow::Error {
-    match err {
-        anyspec_core::Error::InvalidParameter { name, expected, value } => {
-            anyhow::anyhow!("--{} must be {expected}, got {value}", name.replace('_', "-"))
-        }
-        other => other.into(),
-    }
 }

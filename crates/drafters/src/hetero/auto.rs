@@ -1,4 +1,5 @@
-//! `--algo auto`: which bridge to use for a drafter–target pair.
+//! [`AlgoRequest::Auto`](crate::hetero::AlgoRequest::Auto) (`anyspec generate --algo auto`):
+//! which bridge to use for a drafter–target pair.
 //!
 //! **The paper's rule** (hetero-vocab-sd.txt Tables 1 and 7: "all the heterogeneous pairs with
 //! zero temperature run with Algorithm 2, the remaining heterogeneous pairs run with
@@ -54,7 +55,7 @@ pub enum Algo {
 }
 
 impl Algo {
-    /// The name `--algo` uses.
+    /// The algorithm's name, as [`FromStr`] reads it (and `anyspec generate --algo`).
     pub fn name(self) -> &'static str {
         match self {
             Algo::Union => "union",
@@ -83,11 +84,11 @@ impl FromStr for Algo {
             "slem" => Algo::Slem,
             "slrs" => Algo::Slrs,
             other => {
-                return Err(crate::Error::InvalidParameter {
-                    name: "--algo",
-                    expected: "one of tli, slem, slrs, rdk, union, auto",
+                return Err(crate::Error::InvalidParameter(anyspec_core::InvalidParameter {
+                    name: "algorithm",
+                    expected: "one of tli, slem, slrs, rdk, union",
                     value: other.to_owned(),
-                });
+                }));
             }
         })
     }
@@ -241,6 +242,6 @@ mod tests {
             assert_eq!(algo.name().parse::<Algo>().unwrap(), algo);
         }
         let err = "tlii".parse::<Algo>().unwrap_err().to_string();
-        assert!(err.contains("--algo") && err.contains("tlii"), "{err}");
+        assert!(err.contains("algorithm") && err.contains("tlii"), "{err}");
     }
 }

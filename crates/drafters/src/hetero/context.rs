@@ -45,7 +45,11 @@ impl ContextSync {
     /// would be nothing to re-align a non-injective tokenizer's output against).
     pub(crate) fn new(window: usize) -> Result<Self> {
         if window == 0 {
-            return Err(Error::InvalidParameter { name: "lookbehind", expected: "≥ 1 token", value: "0".into() });
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
+                name: "lookbehind",
+                expected: "≥ 1 token",
+                value: "0".into(),
+            }));
         }
         Ok(ContextSync { window, ..ContextSync::default() })
     }

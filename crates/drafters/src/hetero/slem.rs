@@ -165,6 +165,6 @@ impl<M: DrafterModel> Drafter for SlemDrafter<M> {
         sampling: &SamplingConfig,
         rng: &mut dyn RngCore,
     ) -> anyspec_core::Result<Draft> {
-        self.propose_inner(context, max_tokens, sampling, rng).map_err(|e| anyspec_core::Error::Drafter(Box::new(e)))
+        self.propose_inner(context, max_tokens, sampling, rng).map_err(Into::into)
     }
 }

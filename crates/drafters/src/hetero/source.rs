@@ -40,11 +40,11 @@ pub trait DrafterModel {
                 let mut at = Some(row);
                 while let Some(i) = at {
                     let node = nodes.get(i).filter(|n| n.parent.is_none_or(|p| p < i)).ok_or_else(|| {
-                        Error::InvalidParameter {
+                        Error::InvalidParameter(anyspec_core::InvalidParameter {
                             name: "token tree",
                             expected: "node indices within the tree, parents before children",
                             value: format!("node {i} of {}", nodes.len()),
-                        }
+                        })
                     })?;
                     path.push(node.token);
                     at = node.parent;
@@ -95,11 +95,11 @@ impl DrafterModel for BurnDrafterModel {
             Some(head) => self.session.logits_pruned_on_host(sequence, 1, head)?,
             None => self.session.logits_on_host(sequence, 1)?,
         };
-        rows.into_iter().next().ok_or(Error::InvalidParameter {
+        rows.into_iter().next().ok_or(Error::InvalidParameter(anyspec_core::InvalidParameter {
             name: "drafter logits",
             expected: "one row per call",
             value: "none".into(),
-        })
+        }))
     }
 
     fn tree_logits(&mut self, sequence: &[u32], nodes: &[TreeNode], rows: &[usize]) -> Result<Vec<Vec<f32>>> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyspec_core::{DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_drafters::slrs::{SlrsConfig, SlrsDrafter, StringSpace, TextTreeModel};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, TextTokenizer};
-use anyspec_vocab_map::{TokenKind, Vocabulary};
+use anyspec_vocab_map::Vocabulary;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -27,17 +27,10 @@ fn tokenizer(dir: &Path) -> TextTokenizer {
     TextTokenizer::from_file(&dir.join("tokenizer.json")).unwrap()
 }
 
-/// Byte surfaces by id, special tokens left out: how a caller builds a [`StringSpace`].
-fn surfaces(vocabulary: &Vocabulary) -> Vec<Option<&[u8]>> {
-    (0..vocabulary.len() as u32)
-        .map(|id| vocabulary.token(id).filter(|t| t.kind != TokenKind::Special).and_then(|_| vocabulary.surface(id)))
-        .collect()
-}
-
 fn space(target_vocab_size: usize, drafter_vocab_size: usize) -> StringSpace {
     let target = Vocabulary::from_file(&target_dir().join("tokenizer.json")).unwrap();
     let drafter = Vocabulary::from_file(&drafter_dir().join("tokenizer.json")).unwrap();
-    StringSpace::new(&surfaces(&target), target_vocab_size, &surfaces(&drafter), drafter_vocab_size).unwrap()
+    StringSpace::new(&target.text_surfaces(), target_vocab_size, &drafter.text_surfaces(), drafter_vocab_size).unwrap()
 }
 
 fn slrs_drafter() -> SlrsDrafter<TextTreeModel> {

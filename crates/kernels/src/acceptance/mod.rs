@@ -20,14 +20,31 @@ mod cube;
 mod reference;
 
 use burn::tensor::Tensor;
+use rand::{Rng, RngCore};
 
 use crate::error::{Error, Result};
 use crate::readback::read_f32;
-use crate::verify::Uniforms;
 
 #[cfg(feature = "cubecl")]
 pub use cube::acceptance_fused;
 pub use reference::acceptance_reference;
+
+/// The uniform numbers one verification consumes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Uniforms {
+    /// `u_j` for the acceptance test `u_j · q_j(d_j) < p_j(d_j)` of each drafted token.
+    pub accept: Vec<f64>,
+    /// The uniform that picks the residual (or bonus) token by inverse-CDF sampling.
+    pub residual: f64,
+}
+
+impl Uniforms {
+    /// Draws γ + 1 uniforms in `[0, 1)`: the acceptance tests in order, then the residual.
+    pub fn draw(gamma: usize, rng: &mut dyn RngCore) -> Self {
+        let accept = (0..gamma).map(|_| rng.random::<f64>()).collect();
+        Uniforms { accept, residual: rng.random::<f64>() }
+    }
+}
 
 /// Sampled indices travel as f32 in the packed result; f32 holds every integer up to 2²⁴ exactly.
 pub const MAX_VOCAB: usize = 1 << 24;

@@ -12,7 +12,7 @@ use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affin
 use anyspec_core::{Progress, ProgressUnit};
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
 use anyspec_drafters::Algo;
-use anyspec_drafters::hetero::auto::{PairFacts, choose};
+use anyspec_drafters::hetero::{self, AlgoRequest, DEFAULT_SAMPLE_TEXT};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
@@ -209,7 +209,7 @@ pub(super) fn load(
     };
     let (checkpoint, model) = take("drafter-byte")?;
     let byte_drafter = hetero("drafter-byte", checkpoint, model)?;
-    let auto_algo = auto_algo(&token_drafter, &target_vocabulary)?;
+    let auto_algo = auto_algo(&token_drafter, &target_vocabulary, &target_tokenizer, target_rows)?;
     Ok(Assets {
         target_name,
         target_checkpoint,
@@ -256,20 +256,23 @@ impl Corpus {
     }
 }
 
-/// The algorithm `--algo auto` picks for the token-level drafter at greedy decoding.
-fn auto_algo(d: &HeteroDrafter, target_vocabulary: &Vocabulary) -> anyhow::Result<Algo> {
-    let sample = "The quick brown fox jumps over the lazy dog, and then it runs into the forest.";
-    let ids = d.tokenizer.encode(sample)?;
-    Ok(choose(&PairFacts {
-        intersection: d.map.intersection(),
-        target_vocab: target_vocabulary.token_count(),
-        drafter_vocab: d.vocabulary.token_count(),
-        temperature: 0.0,
-        drafter_mean_token_bytes: sample.len() as f64 / ids.len().max(1) as f64,
-        has_affinity: true,
-        slrs_available: true,
-    })
-    .algo)
+/// The algorithm `--algo auto` picks for the token-level drafter at greedy decoding, with an
+/// affinity matrix at hand.
+fn auto_algo(
+    d: &HeteroDrafter,
+    target_vocabulary: &Vocabulary,
+    target_tokenizer: &TextTokenizer,
+    target_rows: usize,
+) -> anyhow::Result<Algo> {
+    let pair = hetero::Pair {
+        target_vocab: target_vocabulary,
+        drafter_vocab: &d.vocabulary,
+        target_tokenizer,
+        drafter_tokenizer: &d.tokenizer,
+        map: &d.map,
+        target_rows,
+    };
+    Ok(AlgoRequest::Auto.resolve(&pair, 0.0, DEFAULT_SAMPLE_TEXT, true)?.algo)
 }
 
 /// The RDK affinity matrix of the target's tokenizer, counted over the corpus on first use and

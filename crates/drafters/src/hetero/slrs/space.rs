@@ -101,28 +101,28 @@ impl StringSpace {
             ("drafter vocabulary size", drafter_surfaces, drafter_vocab_size),
         ] {
             if size < surfaces.len() {
-                return Err(Error::InvalidParameter {
+                return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                     name: what,
                     expected: "at least the number of token surfaces",
                     value: format!("{size} for {} surfaces", surfaces.len()),
-                });
+                }));
             }
         }
         if target_vocab_size > u32::MAX as usize - 1 || drafter_vocab_size > u32::MAX as usize - 1 {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "vocabulary size",
                 expected: "below 2^32 − 1",
                 value: target_vocab_size.max(drafter_vocab_size).to_string(),
-            });
+            }));
         }
         let target_tokens = with_surface(target_surfaces);
         let drafter_tokens = with_surface(drafter_surfaces);
         if target_tokens.is_empty() || drafter_tokens.is_empty() {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "token surfaces",
                 expected: "at least one non-empty surface in each vocabulary",
                 value: format!("{} target and {} drafter surfaces", target_tokens.len(), drafter_tokens.len()),
-            });
+            }));
         }
         let drafter_ids_needed = drafter_tokens.iter().map(|&(id, _)| id as usize + 1).max().unwrap_or(0);
         let target = Trie::build(target_tokens.into_iter());
@@ -162,11 +162,11 @@ impl StringSpace {
                 }
             }
             if move_token.len() > u32::MAX as usize {
-                return Err(Error::InvalidParameter {
+                return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                     name: "vocabulary pair",
                     expected: "fewer than 2^32 (node, drafter token) moves",
                     value: move_token.len().to_string(),
-                });
+                }));
             }
         }
         move_start.push(move_token.len() as u32);

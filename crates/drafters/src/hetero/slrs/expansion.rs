@@ -101,10 +101,7 @@ pub(crate) fn expand(
         }
         scored += live.len() as u64;
         if scored > limits.budget {
-            return Err(anyspec_core::Error::Drafter(Box::new(Error::SlrsBudgetExceeded {
-                positions: scored,
-                budget: limits.budget,
-            })));
+            return Err(Error::SlrsBudgetExceeded { positions: scored, budget: limits.budget }.into());
         }
         let continuations: Vec<Vec<u32>> = live.iter().map(|n| n.tokens.clone()).collect();
         let rows = model.next_logits(context, &continuations)?;
@@ -164,7 +161,7 @@ pub(crate) fn expand(
 }
 
 fn model_output(what: &'static str, expected: usize, got: usize) -> anyspec_core::Error {
-    anyspec_core::Error::Drafter(Box::new(Error::ModelOutput { what, expected, got }))
+    Error::ModelOutput { what, expected, got }.into()
 }
 
 #[cfg(test)]
@@ -174,7 +171,7 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
-    use crate::slrs::tree_model::MarkovTreeModel;
+    use crate::hetero::slrs::tree_model::MarkovTreeModel;
 
     fn space(target: &[&str], drafter: &[&str]) -> StringSpace {
         let t: Vec<Option<&[u8]>> = target.iter().map(|s| Some(s.as_bytes())).collect();

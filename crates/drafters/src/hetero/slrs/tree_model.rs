@@ -71,7 +71,7 @@ impl MarkovTreeModel {
     pub fn new(after_target: MarkovChain, after_drafter: MarkovChain) -> crate::Result<Self> {
         let drafter = after_drafter.vocab_size();
         if after_target.vocab_size() != drafter || after_drafter.contexts() != drafter {
-            return Err(crate::Error::InvalidParameter {
+            return Err(crate::Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "toy drafter chains",
                 expected: "rows over the drafter vocabulary, and one row per drafter token in `after_drafter`",
                 value: format!(
@@ -81,7 +81,7 @@ impl MarkovTreeModel {
                     after_drafter.contexts(),
                     drafter
                 ),
-            });
+            }));
         }
         Ok(MarkovTreeModel { after_target, after_drafter, rows_scored: 0, calls: 0 })
     }

@@ -77,29 +77,29 @@ impl<M: DrafterModel> TextTreeModel<M> {
 
 impl<M: DrafterModel> TokenTreeModel for TextTreeModel<M> {
     fn room(&mut self, context: &[u32]) -> anyspec_core::Result<usize> {
-        let wrap = |e: Error| anyspec_core::Error::Drafter(Box::new(e));
-        let ids = self.context.sync(context, &self.target_tokenizer, &self.drafter_tokenizer).map_err(wrap)?;
+        let ids = self.context.sync(context, &self.target_tokenizer, &self.drafter_tokenizer)?;
         // Scored sequences are the context plus at most `room − 1` drafter tokens.
         Ok((self.model.max_sequence_len() + 1).saturating_sub(ids.len()))
     }
 
     fn next_logits(&mut self, context: &[u32], continuations: &[Vec<u32>]) -> anyspec_core::Result<Vec<Vec<f32>>> {
-        let wrap = |e: Error| anyspec_core::Error::Drafter(Box::new(e));
-        let ids = self.context.sync(context, &self.target_tokenizer, &self.drafter_tokenizer).map_err(wrap)?.to_vec();
+        let ids = self.context.sync(context, &self.target_tokenizer, &self.drafter_tokenizer)?.to_vec();
         if ids.is_empty() {
-            return Err(wrap(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs drafter context",
                 expected: "at least one drafter token (a prompt with whole characters)",
                 value: "none".into(),
-            }));
+            })
+            .into());
         }
         let limit = self.model.max_sequence_len();
         if let Some(longest) = continuations.iter().map(Vec::len).max().filter(|&n| ids.len() + n > limit) {
-            return Err(wrap(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs drafter context",
                 expected: "within the drafter's context window (ask `room` first)",
                 value: format!("{} + {longest} tokens for a window of {limit}", ids.len()),
-            }));
+            })
+            .into());
         }
         if !self.tree_batching {
             let mut sequence = ids.clone();
@@ -107,7 +107,7 @@ impl<M: DrafterModel> TokenTreeModel for TextTreeModel<M> {
             for continuation in continuations {
                 sequence.truncate(ids.len());
                 sequence.extend_from_slice(continuation);
-                rows.push(self.model.next_logits(&sequence).map_err(wrap)?);
+                rows.push(self.model.next_logits(&sequence)?);
             }
             return Ok(rows);
         }
@@ -129,17 +129,17 @@ impl<M: DrafterModel> TokenTreeModel for TextTreeModel<M> {
             ends.push(at);
         }
         let after_context = match ends.contains(&None) {
-            true => Some(self.model.next_logits(&ids).map_err(wrap)?),
+            true => Some(self.model.next_logits(&ids)?),
             false => None,
         };
         let wanted: Vec<usize> = ends.iter().flatten().copied().collect();
         let tree_rows = match wanted.is_empty() {
             true => Vec::new(),
-            false => self.model.tree_logits(&ids, &nodes, &wanted).map_err(wrap)?,
+            false => self.model.tree_logits(&ids, &nodes, &wanted)?,
         };
         if tree_rows.len() != wanted.len() {
             let (expected, got) = (wanted.len(), tree_rows.len());
-            return Err(wrap(Error::ModelOutput { what: "token-tree rows (one per continuation)", expected, got }));
+            return Err(Error::ModelOutput { what: "token-tree rows (one per continuation)", expected, got }.into());
         }
         let mut tree_rows = tree_rows.into_iter();
         Ok(ends.iter().filter_map(|end| if end.is_some() { tree_rows.next() } else { after_context.clone() }).collect())

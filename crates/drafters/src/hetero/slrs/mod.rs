@@ -73,12 +73,6 @@ pub use space::StringSpace;
 pub use text_model::TextTreeModel;
 pub use tree_model::{MarkovTreeModel, TokenTreeModel};
 
-/// A position count for messages: plan counts saturate at `u64::MAX`, which means "too many to
-/// count".
-pub(crate) fn positions_in_words(positions: u64) -> String {
-    if positions == u64::MAX { "more than 2^64".to_string() } else { positions.to_string() }
-}
-
 /// Default cap on drafter positions scored per drafted token.
 pub const DEFAULT_SLRS_BUDGET: u64 = 1 << 20;
 
@@ -132,11 +126,11 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
     /// Prepares the drafter, refusing a pair whose worst-case expansion exceeds the budget.
     pub fn new(model: M, space: StringSpace, config: SlrsConfig) -> Result<Self> {
         if config.lookahead == Some(0) {
-            return Err(Error::InvalidParameter {
+            return Err(Error::InvalidParameter(anyspec_core::InvalidParameter {
                 name: "slrs lookahead",
                 expected: "at least 1 drafter token (or unset for no limit)",
                 value: "0".into(),
-            });
+            }));
         }
         let plan = ExpansionPlan::new(&space);
         let positions = plan.worst_case(config.lookahead);
@@ -144,14 +138,10 @@ impl<M: TokenTreeModel> SlrsDrafter<M> {
             let advice = match plan.largest_lookahead_within(config.budget) {
                 Some(fits) => {
                     let lower = format!(
-                        "lower the lookahead to {fits} (--slrs-lookahead {fits}, proposing only target tokens \
-                         spelled in at most {fits} drafter tokens)"
+                        "lower the lookahead to {fits} (proposing only target tokens spelled in at most \
+                         {fits} drafter tokens)"
                     );
-                    if positions == u64::MAX {
-                        lower
-                    } else {
-                        format!("{lower} or raise the budget to {positions} (--slrs-budget)")
-                    }
+                    if positions == u64::MAX { lower } else { format!("{lower} or raise the budget to {positions}") }
                 }
                 None => format!(
                     "not even one drafter token fits; raise the budget to at least {}",

@@ -1,0 +1,235 @@
+//! The methods the demo compares: the table of rows ([`METHODS`]), which of them `--methods`
+//! selects, and the drafter each builds for one prompt.
+
+use anyhow::{Context, bail};
+use anyspec_core::{Drafter, GammaTuner, GenerationConfig};
+use anyspec_drafters::hetero::{self, AlgoRequest};
+use anyspec_drafters::slrs::SlrsConfig;
+use anyspec_drafters::{
+    Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
+};
+use anyspec_models::LlamaTarget;
+use std::time::Duration;
+
+use super::assets::{Assets, HeteroDrafter};
+use super::prompts::Prompt;
+use super::timing::{Setup, run_one};
+
+/// A method's drafter for one prompt; `None` decodes autoregressively.
+type MaybeDrafter = Option<Box<dyn Drafter>>;
+
+/// How a method drafts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Autoregressive,
+    PromptLookup,
+    Dictionary,
+    Hybrid,
+    /// The target's first L layers and its head.
+    FirstLayers,
+    /// A smaller model with the target's tokenizer.
+    Same,
+    /// The token-level drafter with another tokenizer, through this algorithm.
+    Hetero(Algo),
+    /// The byte-level drafter through SLRS.
+    Slrs,
+    /// The token-level drafter through the algorithm `anyspec generate --algo auto` picks.
+    Auto,
+}
+
+/// A row of the table.
+pub(super) struct Method {
+    /// What `--methods` calls it.
+    pub(super) key: &'static str,
+    pub(super) kind: Kind,
+    /// One line for the legend under the table.
+    pub(super) about: &'static str,
+}
+
+/// Every method the demo compares, autoregressive first (the reference of `speedup` and
+/// `matches_ar`).
+pub(super) const METHODS: &[Method] = &[
+    Method { key: "ar", kind: Kind::Autoregressive, about: "one target forward pass per token" },
+    Method {
+        key: "prompt",
+        kind: Kind::PromptLookup,
+        about: "the tokens that followed the last earlier occurrence of the context's last 3..1 tokens",
+    },
+    Method {
+        key: "dict",
+        kind: Kind::Dictionary,
+        about: "DictSpec n-gram dictionary of the target's tokenizer, built from the target's own answers to other \
+                prompts (assets/demo/target-outputs.txt.gz; the tiny target: the Gutenberg corpus.txt.gz)",
+    },
+    Method { key: "hybrid", kind: Kind::Hybrid, about: "prompt lookup first, the dictionary when it has nothing" },
+    Method {
+        key: "self",
+        kind: Kind::FirstLayers,
+        about: "the target's first L layers, then its final norm and head: an early-exit drafter, no training",
+    },
+    Method { key: "same", kind: Kind::Same, about: "a smaller model sharing the target's tokenizer" },
+    Method {
+        key: "union",
+        kind: Kind::Hetero(Algo::Union),
+        about: "the drafter over the union of vocabularies; drafts outside the target's are rejected",
+    },
+    Method {
+        key: "tli",
+        kind: Kind::Hetero(Algo::Tli),
+        about: "the drafter restricted to the shared tokens, its LM head pruned to them",
+    },
+    Method {
+        key: "rdk",
+        kind: Kind::Hetero(Algo::Rdk),
+        about: "TLI, then redistributed over the target's vocabulary by the affinity matrix (exact)",
+    },
+    Method {
+        key: "slem",
+        kind: Kind::Hetero(Algo::Slem),
+        about: "the drafter's text re-tokenized with the target tokenizer, verified by exact match",
+    },
+    Method {
+        key: "slrs",
+        kind: Kind::Slrs,
+        about: "drafter-byte spells target tokens byte by byte; string-level rejection sampling against ψ \
+                (at temperature > 0 the lookahead is cut so ψ costs at most 500 drafter positions per token)",
+    },
+    Method {
+        key: "auto",
+        kind: Kind::Auto,
+        about: "the algorithm `anyspec generate --algo auto` picks for the drafter",
+    },
+];
+
+/// Drafter positions SLRS may score per drafted token when sampling (temperature > 0). At
+/// temperature 0 the expansion collapses to the walk's own path and the default budget applies.
+///
+/// With drafter-byte, 500 allows a lookahead of 3 bytes (488 positions); 4 bytes would be 1,791.
+/// Each position costs about one drafter forward position even batched as a tree, so at 4 bytes
+/// the row took 125 s of the demo's time (6 prompts × 64 tokens at T = 0.8) for 1.32 tokens per
+/// step, against 1.10 at 2 bytes.
+pub(super) const SAMPLED_SLRS_BUDGET: u64 = 500;
+
+/// Builds a method's drafter for one prompt.
+fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter> {
+    let a = &setup.assets;
+    Ok(match method.kind {
+        Kind::Autoregressive => None,
+        Kind::PromptLookup => Some(Box::new(PromptLookup::new(PromptLookupConfig::default())?)),
+        Kind::Dictionary => Some(Box::new(DictionaryDrafter::new(a.dictionary.clone()))),
+        Kind::Hybrid => {
+            let prompt = PromptLookup::new(PromptLookupConfig::default())?;
+            let dictionary = DictionaryDrafter::new(a.dictionary.clone());
+            Some(Box::new(Hybrid::new(dictionary, prompt, HybridOrder::PromptFirst)))
+        }
+        Kind::FirstLayers => {
+            let (_, model) = setup.first_layers.as_ref().context("the self-speculative drafter was not set up")?;
+            Some(Box::new(ModelDrafter::new(model.clone(), a.target_rows)))
+        }
+        Kind::Same => {
+            let (_, model) = a.same.as_ref().context("this target has no smaller model with its tokenizer")?;
+            Some(Box::new(ModelDrafter::new(model.clone(), a.target_rows)))
+        }
+        Kind::Hetero(algo) => Some(hetero(a, &a.token_drafter, algo)?),
+        Kind::Slrs => Some(hetero(a, &a.byte_drafter, Algo::Slrs)?),
+        Kind::Auto => Some(hetero(a, &a.token_drafter, a.auto_algo)?),
+    })
+}
+
+/// The drafter `d` (another tokenizer than the target's) through `algo`.
+fn hetero(a: &Assets, d: &HeteroDrafter, algo: Algo) -> anyhow::Result<Box<dyn Drafter>> {
+    let pair = hetero::Pair {
+        target_vocab: &a.target_vocabulary,
+        drafter_vocab: &d.vocabulary,
+        target_tokenizer: &a.target_tokenizer,
+        drafter_tokenizer: &d.tokenizer,
+        map: &d.map,
+        target_rows: a.target_rows,
+    };
+    let rdk = (algo == Algo::Rdk).then(|| RdkForm::Exact(a.affinity.matrix().clone()));
+    let options = hetero::Options {
+        rdk,
+        slrs: SlrsConfig { lookahead: None, budget: a.slrs_budget },
+        slrs_fit_lookahead: true,
+        ..hetero::Options::default()
+    };
+    Ok(hetero::build(AlgoRequest::Fixed(algo), &pair, d.model.clone(), options)?.drafter)
+}
+
+/// The row's name: the drafter behind it named where there is one.
+pub(super) fn method_name(method: &Method, setup: &Setup) -> String {
+    let a = &setup.assets;
+    match method.kind {
+        Kind::Autoregressive => "autoregressive".into(),
+        Kind::PromptLookup => "prompt lookup".into(),
+        Kind::Dictionary => "dictionary".into(),
+        Kind::Hybrid => "hybrid (prompt lookup + dictionary)".into(),
+        Kind::FirstLayers => match &setup.first_layers {
+            Some((l, _)) => format!("self-speculative, first {l} layers"),
+            None => "self-speculative".into(),
+        },
+        Kind::Same => "model, same tokenizer".into(),
+        Kind::Hetero(algo) => format!("{} → {}", algo_label(algo), a.token_drafter.name),
+        Kind::Slrs => format!("SLRS → {}", a.byte_drafter.name),
+        Kind::Auto => format!("auto ({}) → {}", algo_label(a.auto_algo), a.token_drafter.name),
+    }
+}
+
+fn algo_label(algo: Algo) -> &'static str {
+    match algo {
+        Algo::Union => "union",
+        Algo::Tli => "TLI",
+        Algo::Rdk => "RDK",
+        Algo::Slem => "SLEM",
+        Algo::Slrs => "SLRS",
+    }
+}
+
+/// The methods `--methods` names, in table order, autoregressive first; without the flag, every
+/// method the target has (the same-tokenizer model only where one ships).
+pub(super) fn select_methods(keys: Option<&[String]>, has_same: bool) -> anyhow::Result<Vec<&'static Method>> {
+    let available = |m: &Method| m.kind != Kind::Same || has_same;
+    let Some(keys) = keys else { return Ok(METHODS.iter().filter(|m| available(m)).collect()) };
+    let known: Vec<&str> = METHODS.iter().map(|m| m.key).collect();
+    if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.trim())) {
+        bail!("--methods: unknown method {unknown:?}; choose from {}", known[1..].join(", "));
+    }
+    if keys.iter().any(|k| k.trim() == "same") && !has_same {
+        bail!("--methods same: no smaller model with SmolLM2's tokenizer ships; use `self`, or --model tiny");
+    }
+    Ok(METHODS
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| *i == 0 || keys.iter().any(|k| k.trim() == m.key))
+        .map(|(_, m)| m)
+        .collect())
+}
+
+/// One method's runs: its γ tuner lives across the prompts.
+pub(super) struct MethodRun {
+    pub(super) method: &'static Method,
+    pub(super) name: String,
+    pub(super) tuner: Option<GammaTuner>,
+}
+
+impl MethodRun {
+    pub(super) fn new(method: &'static Method, setup: &Setup, config: &GenerationConfig) -> Self {
+        MethodRun { method, name: method_name(method, setup), tuner: setup.tuner(config) }
+    }
+
+    /// Generates from `prompt` with a fresh drafter (drafters keep per-sequence state).
+    pub(super) fn generate(
+        &mut self,
+        setup: &Setup,
+        target: &mut LlamaTarget,
+        prompt: &Prompt,
+        config: &GenerationConfig,
+        seed: u64,
+    ) -> anyhow::Result<(anyspec_core::Generation, Duration)> {
+        let name = &self.name;
+        let mut drafter = build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
+        let drafter = drafter.as_deref_mut().map(|d| d as &mut dyn Drafter);
+        run_one(target, drafter, &prompt.ids, config, self.tuner.as_mut(), seed)
+            .with_context(|| format!("generating with {name}"))
+    }
+}

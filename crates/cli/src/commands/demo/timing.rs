@@ -1,0 +1,88 @@
+//! Measuring: one timed generation, and the calibration of the target's verification cost per
+//! width that starts every method's γ tuner.
+
+use std::time::{Duration, Instant};
+
+use anyspec_core::{Drafter, GammaPolicy, GammaTuner, GenerationConfig, Target as _, generate_tuned};
+use anyspec_models::{Llama, LlamaTarget};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::assets::Assets;
+
+/// Layer counts tried for the self-speculative drafter (those below the target's depth).
+pub(super) const FIRST_LAYER_CANDIDATES: &[usize] = &[1, 2, 3, 4, 6, 8];
+
+/// What the demo runs on, beyond the loaded assets.
+pub(super) struct Setup {
+    pub(super) assets: Assets,
+    /// The self-speculative drafter and its layer count, when the target allows one.
+    pub(super) first_layers: Option<(usize, Llama)>,
+    /// Seconds of a target pass over k = 1, 2, … positions (calibration for the γ tuner).
+    pub(super) verify_seconds: Vec<f64>,
+}
+
+impl Setup {
+    /// A γ tuner for one method's run, when γ is adaptive: it starts from the calibrated
+    /// verification times, and keeps what it learns across that method's prompts.
+    pub(super) fn tuner(&self, config: &GenerationConfig) -> Option<GammaTuner> {
+        (config.gamma_policy == GammaPolicy::Adaptive).then(|| {
+            let mut tuner = GammaTuner::new(config.gamma);
+            for (i, &secs) in self.verify_seconds.iter().enumerate() {
+                tuner.observe_verify_time(i + 1, Duration::from_secs_f64(secs));
+            }
+            tuner
+        })
+    }
+}
+
+/// Generates from one prompt (prefill outside the timed region, as `anyspec generate` does).
+pub(super) fn run_one(
+    target: &mut LlamaTarget,
+    drafter: Option<&mut dyn Drafter>,
+    prompt: &[u32],
+    config: &GenerationConfig,
+    tuner: Option<&mut GammaTuner>,
+    seed: u64,
+) -> anyhow::Result<(anyspec_core::Generation, Duration)> {
+    target.reset();
+    target.score(prompt, 0)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let generation =
+        generate_tuned(target, drafter, prompt, config, tuner, &mut rng, &mut |_| std::ops::ControlFlow::Continue(()))?;
+    Ok((generation, started.elapsed()))
+}
+
+/// Seconds of a target pass over k = 1..=`widest` positions after `prompt` (the median of
+/// [`CALIBRATION_ROUNDS`] passes each).
+pub(super) fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyhow::Result<Vec<f64>> {
+    let mut cache = model.new_cache();
+    model.forward_on_host(prompt, &mut cache, 1, None)?;
+    let filler: Vec<u32> = prompt.iter().copied().cycle().take(widest).collect();
+    // Rounds over every width in turn, the first discarded as a warm-up: a slow stretch of the
+    // machine then costs every width alike. (Five passes per width, one width after another,
+    // once gave v = 1.00 1.41 0.77 0.88 …: a slow start inflated k = 1 and k = 2, and the γ
+    // tuner started from a curve that said six positions cost less than two.)
+    let mut times = vec![Vec::with_capacity(CALIBRATION_ROUNDS); widest];
+    for round in 0..=CALIBRATION_ROUNDS {
+        for (k, samples) in (1..=widest).zip(&mut times) {
+            cache.truncate(prompt.len());
+            let started = Instant::now();
+            model.forward_on_host(&filler[..k], &mut cache, k, None)?;
+            if round > 0 {
+                samples.push(started.elapsed().as_secs_f64());
+            }
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut samples| {
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        })
+        .collect())
+}
+
+/// Timed rounds of the verification-cost calibration (each one pass per width).
+pub(super) const CALIBRATION_ROUNDS: usize = 9;
