@@ -140,6 +140,8 @@ fn methods_selects_rows_and_sampling_runs_them() {
     for row in report["rows"].as_array().unwrap() {
         assert_eq!(row["generated"], 8, "{row}");
         assert!(row["matches_ar"].is_null(), "sampled rows are not compared: {row}");
+        // Sampled rows carry the acceptance audit instead; autoregressive decoding has none.
+        assert_eq!(row["audit"].is_null(), row["method"] == "autoregressive", "{row}");
     }
     let mut args = common.to_vec();
     args.extend(["--methods", "tli,medusa"]);
@@ -210,4 +212,54 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
     }
     // The chat template was applied: the model answers rather than continues the prompt.
     assert!(report["prompts"][0]["tokens"].as_u64().unwrap() > 10);
+}
+
+/// `anyspec demo --temperature 0.8` on SmolLM2 runs every method, and each one's acceptance tests
+/// pass as often as the target's logits promise (the audit's |z| < 4): prompt lookup, the
+/// dictionary and SLEM (deterministic drafts, accepted with p(d)), the model drafters through
+/// every bridge and SLRS (accepted with Σ min(p, q)). `anyspec_core::audit`'s tests show a wrong
+/// rule fails the same check.
+#[test]
+fn on_smollm2_at_temperature_0_8_every_method_accepts_as_the_logits_promise() {
+    let Some(model) = anyspec_model_store::testing::model_for_tests(
+        &anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1,
+        "ANYSPEC_SMOLLM2_GGUF",
+    ) else {
+        return;
+    };
+    let cache = temp_dir("demo", "smollm2-sampled");
+    let out = anyspec(&[
+        "demo",
+        "--model-file",
+        model.to_str().unwrap(),
+        "--temperature",
+        "0.8",
+        "--first-layers",
+        "4",
+        "--prompts",
+        "3",
+        "--max-tokens",
+        "32",
+        "--json",
+        "--no-progress",
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&cache).ok();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows.len() >= 10, "every method runs: {}", rows.len());
+    let mut audited_tests = 0;
+    for row in &rows[1..] {
+        assert!(row["generated"].as_u64().unwrap() > 0, "{row}");
+        let audit = &row["audit"];
+        let tests = audit["tests"].as_u64().unwrap();
+        audited_tests += tests;
+        if tests > 0 {
+            let z = audit["z"].as_f64().unwrap();
+            assert!(z.abs() < 4.0, "{}: {audit}", row["method"]);
+        }
+    }
+    assert!(audited_tests >= 100, "only {audited_tests} acceptance tests over every method");
 }

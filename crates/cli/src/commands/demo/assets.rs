@@ -123,6 +123,7 @@ pub(super) fn load(
     source: &TargetSource,
     device: DeviceChoice,
     options: &LoadOptions,
+    temperature: f32,
     progress: &dyn Progress,
 ) -> anyhow::Result<Assets> {
     let device = &device.device()?;
@@ -209,7 +210,7 @@ pub(super) fn load(
     };
     let (checkpoint, model) = take("drafter-byte")?;
     let byte_drafter = hetero("drafter-byte", checkpoint, model)?;
-    let auto_algo = auto_algo(&token_drafter, &target_vocabulary, &target_tokenizer, target_rows)?;
+    let auto_algo = auto_algo(&token_drafter, &target_vocabulary, &target_tokenizer, target_rows, temperature)?;
     Ok(Assets {
         target_name,
         target_checkpoint,
@@ -256,13 +257,14 @@ impl Corpus {
     }
 }
 
-/// The algorithm `--algo auto` picks for the token-level drafter at greedy decoding, with an
-/// affinity matrix at hand.
+/// The algorithm `--algo auto` picks for the token-level drafter at the demo's temperature, with
+/// an affinity matrix at hand.
 fn auto_algo(
     d: &HeteroDrafter,
     target_vocabulary: &Vocabulary,
     target_tokenizer: &TextTokenizer,
     target_rows: usize,
+    temperature: f32,
 ) -> anyhow::Result<Algo> {
     let pair = hetero::Pair {
         target_vocab: target_vocabulary,
@@ -272,7 +274,7 @@ fn auto_algo(
         map: &d.map,
         target_rows,
     };
-    Ok(AlgoRequest::Auto.resolve(&pair, 0.0, DEFAULT_SAMPLE_TEXT, true)?.algo)
+    Ok(AlgoRequest::Auto.resolve(&pair, temperature, DEFAULT_SAMPLE_TEXT, true)?.algo)
 }
 
 /// The RDK affinity matrix of the target's tokenizer, counted over the corpus on first use and

@@ -225,7 +225,7 @@ impl MethodRun {
         prompt: &Prompt,
         config: &GenerationConfig,
         seed: u64,
-    ) -> anyhow::Result<(anyspec_core::Generation, Duration)> {
+    ) -> anyhow::Result<(anyspec_core::Generation, Duration, Option<anyspec_core::AcceptanceAudit>)> {
         let name = &self.name;
         let mut drafter = build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
         let drafter = drafter.as_deref_mut().map(|d| d as &mut dyn Drafter);

@@ -20,7 +20,7 @@ mod timing;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use anyspec_core::{GammaPolicy, GenerationConfig, Progress, ProgressUnit, SamplingConfig};
+use anyspec_core::{AcceptanceAudit, GammaPolicy, GenerationConfig, Progress, ProgressUnit, SamplingConfig};
 use anyspec_drafters::ModelDrafter;
 use anyspec_model_store::layout::DEMO_ARTIFACTS;
 use anyspec_models::{DeviceChoice, LlamaTarget, LoadOptions};
@@ -143,7 +143,7 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     };
     let tiny = matches!(source, TargetSource::Tiny);
     let options = LoadOptions::default().with_threads(args.threads);
-    let mut assets = assets::load(&dir, &cache, &source, args.device, &options, progress)?;
+    let mut assets = assets::load(&dir, &cache, &source, args.device, &options, args.temperature, progress)?;
     let mut methods = select_methods(args.methods.as_deref(), assets.same.is_some())?;
     let mut skipped = Vec::new();
     if assets.same.is_none() && args.methods.is_none() {
@@ -209,7 +209,7 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
             let mut tuner = setup.tuner(&trial);
             // Once to warm up, once timed.
             run_one(&mut target, Some(&mut drafter), &prompts[0].ids, &trial, tuner.as_mut(), args.seed)?;
-            let (generation, elapsed) =
+            let (generation, elapsed, _) =
                 run_one(&mut target, Some(&mut drafter), &prompts[0].ids, &trial, tuner.as_mut(), args.seed)?;
             let speed = generation.stats.generated as f64 / elapsed.as_secs_f64().max(1e-9);
             first_layer_trials.push((l, speed));
@@ -242,8 +242,11 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     progress.start("generating", Some((prompts.len() * methods.len()) as u64), ProgressUnit::Items);
     for prompt in &prompts {
         for (run, outcome) in runs.iter_mut().zip(&mut outcomes) {
-            let (generation, elapsed) = run.generate(&setup, &mut target, prompt, &config, args.seed)?;
+            let (generation, elapsed, audit) = run.generate(&setup, &mut target, prompt, &config, args.seed)?;
             outcome.per_prompt.push((generation.stats, elapsed));
+            if let Some(audit) = audit {
+                outcome.audit.get_or_insert_with(AcceptanceAudit::default).merge(&audit);
+            }
             outcome.outputs.push(generation.tokens);
             progress.advance(1);
         }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyspec_core::{GammaPolicy, Stats};
+use anyspec_core::{AcceptanceAudit, GammaPolicy, Stats};
 use serde::Serialize;
 
 use super::assets::Artifact;
@@ -41,6 +41,9 @@ pub(super) struct Row {
     pub(super) matches_ar: Option<bool>,
     /// Speedup per category group, in the order of `groups`.
     pub(super) group_speedups: Vec<f64>,
+    /// When sampling: the acceptance tests against what the target's logits promised for them
+    /// (null at temperature 0 and for autoregressive decoding).
+    pub(super) audit: Option<AuditRow>,
     pub(super) generated: u64,
     pub(super) steps: u64,
     pub(super) drafted: u64,
@@ -91,6 +94,33 @@ pub(super) fn drafter_warnings(rows: &[Row]) -> Vec<String> {
         .collect()
 }
 
+/// [`AcceptanceAudit`] as the report prints it.
+#[derive(Debug, Serialize)]
+pub(super) struct AuditRow {
+    /// Acceptance tests taken and passed.
+    pub(super) tests: u64,
+    pub(super) passed: u64,
+    /// passed ÷ tests.
+    pub(super) measured_rate: f64,
+    /// The mean of each test's acceptance probability from the target's distribution: p(d) for
+    /// a deterministic draft, Σ min(p, q) for a sampled one.
+    pub(super) expected_rate: f64,
+    /// (passed − expected) in standard deviations of the sum of the tests.
+    pub(super) z: f64,
+}
+
+impl From<&AcceptanceAudit> for AuditRow {
+    fn from(a: &AcceptanceAudit) -> Self {
+        AuditRow {
+            tests: a.tests,
+            passed: a.passed,
+            measured_rate: a.measured_rate(),
+            expected_rate: a.expected_rate(),
+            z: a.z(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub(super) struct PromptInfo {
     pub(super) category: String,
@@ -104,6 +134,8 @@ pub(super) struct PromptInfo {
 pub(super) struct Outcome {
     pub(super) per_prompt: Vec<(Stats, Duration)>,
     pub(super) outputs: Vec<Vec<u32>>,
+    /// Every prompt's acceptance audit, merged (when sampling).
+    pub(super) audit: Option<AcceptanceAudit>,
 }
 
 impl Outcome {
@@ -191,6 +223,7 @@ pub(super) fn rows(
                     .iter()
                     .map(|g| group_speed(outcome, g) / group_speed(&results[0].1, g).max(1e-9))
                     .collect(),
+                audit: outcome.audit.as_ref().filter(|_| speculative).map(AuditRow::from),
                 generated: s.generated,
                 steps: s.steps,
                 drafted: s.drafted,
@@ -239,7 +272,27 @@ pub(super) fn render(report: &Report) -> String {
         GammaPolicy::Fixed => format!("γ = {}", report.gamma),
         GammaPolicy::Adaptive => format!("γ ≤ {} (adaptive)", report.gamma),
     };
-    let mut out = format!(
+    let mut out = String::new();
+    let sampled = report.rows.iter().any(|r| r.audit.is_some());
+    let (header, rows) = if sampled {
+        // Sampling: no greedy comparison, but the acceptance audit.
+        let mut header: Vec<&str> = header[..header.len() - 1].to_vec();
+        header.extend(["α promised", "z"]);
+        let rows = rows
+            .into_iter()
+            .zip(&report.rows)
+            .map(|(mut row, r)| {
+                row.pop();
+                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:.3}", a.expected_rate)));
+                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:+.2}", a.z)));
+                row
+            })
+            .collect();
+        (header, rows)
+    } else {
+        (header.to_vec(), rows)
+    };
+    out.push_str(&format!(
         "anyspec demo · {} · {} prompts × ≤ {} tokens · {policy} · temperature {} · {} × {} threads\n",
         report.target,
         report.prompts.len(),
@@ -247,7 +300,7 @@ pub(super) fn render(report: &Report) -> String {
         report.temperature,
         report.device,
         report.threads,
-    );
+    ));
     if let Some(why) = &report.fallback {
         out.push_str(&format!("note: {why}\n"));
     }
@@ -284,8 +337,16 @@ pub(super) fn render(report: &Report) -> String {
     }
     out.push_str(
         "α: acceptance tests passed ÷ taken · c: drafter time per drafted token ÷ autoregressive time per token · \
-         theory: speculative-decoding.txt Thm 3.8 with the measured v, E[tokens](α, γ̄) / (γ̄c + v(γ̄+1))\n\n",
+         theory: speculative-decoding.txt Thm 3.8 with the measured v, E[tokens](α, γ̄) / (γ̄c + v(γ̄+1))\n",
     );
+    if sampled {
+        out.push_str(
+            "α promised: the mean over the same tests of what the rule accepts with, from the target's logits \
+             (p(d) for a deterministic draft, Σ min(p, q) for a sampled one) · z: tests passed minus that sum, in \
+             standard deviations (|z| < 4 is the rule at work)\n",
+        );
+    }
+    out.push('\n');
     for artifact in &report.artifacts {
         let how = if artifact.built { "built" } else { "cached" };
         out.push_str(&format!("{} ({}, {how}): {}\n", artifact.name, artifact.detail, artifact.path.display()));

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use anyspec_core::{Drafter, GammaPolicy, GammaTuner, GenerationConfig, Target as _, generate_tuned};
+use anyspec_core::{
+    AcceptanceAudit, AuditedTarget, Drafter, GammaPolicy, GammaTuner, GenerationConfig, Target as _, generate_tuned,
+};
 use anyspec_models::{Llama, LlamaTarget};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -37,6 +39,8 @@ impl Setup {
 }
 
 /// Generates from one prompt (prefill outside the timed region, as `anyspec generate` does).
+/// When sampling, every draft is verified through an [`AuditedTarget`] (the host rule the CPU
+/// target runs anyway) and the audit of its acceptance tests comes back too.
 pub(super) fn run_one(
     target: &mut LlamaTarget,
     drafter: Option<&mut dyn Drafter>,
@@ -44,14 +48,19 @@ pub(super) fn run_one(
     config: &GenerationConfig,
     tuner: Option<&mut GammaTuner>,
     seed: u64,
-) -> anyhow::Result<(anyspec_core::Generation, Duration)> {
+) -> anyhow::Result<(anyspec_core::Generation, Duration, Option<AcceptanceAudit>)> {
     target.reset();
     target.score(prompt, 0)?;
     let mut rng = StdRng::seed_from_u64(seed);
+    let keep_going = &mut |_| std::ops::ControlFlow::Continue(());
     let started = Instant::now();
-    let generation =
-        generate_tuned(target, drafter, prompt, config, tuner, &mut rng, &mut |_| std::ops::ControlFlow::Continue(()))?;
-    Ok((generation, started.elapsed()))
+    if config.sampling.is_greedy() {
+        let generation = generate_tuned(target, drafter, prompt, config, tuner, &mut rng, keep_going)?;
+        return Ok((generation, started.elapsed(), None));
+    }
+    let mut audited = AuditedTarget::new(target);
+    let generation = generate_tuned(&mut audited, drafter, prompt, config, tuner, &mut rng, keep_going)?;
+    Ok((generation, started.elapsed(), Some(*audited.audit())))
 }
 
 /// Seconds of a target pass over k = 1..=`widest` positions after `prompt` (the median of
