@@ -215,20 +215,9 @@ impl GammaTuner {
     /// so its estimate recovers when the text changes. `None` is [`GammaTuner::verify_len`].
     pub fn verify_len_for(&self, drafted: usize, class: Option<u16>) -> usize {
         let Some(class) = class else { return self.verify_len(drafted) };
-        let limit = drafted.min(self.max_gamma);
-        if limit == 0 {
-            return 0;
-        }
         let alpha = self.class_alpha(Some(class));
-        let Some(mut best) = self.expected_verify_rate(alpha, 0).map(|r| (0, r)) else { return limit };
-        for gamma in 1..=limit {
-            let r = self.expected_verify_rate(alpha, gamma).unwrap_or(0.0);
-            if r > best.1 * (1.0 + 1e-9) {
-                best = (gamma, r);
-            }
-        }
         let untested = self.class_counts(class).map_or(0, |c| c.untested);
-        if best.0 == 0 && untested + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
+        self.best_of(drafted.min(self.max_gamma), &|gamma| self.expected_verify_rate(alpha, gamma), untested)
     }
 
     /// Whether the drafter's measured cost per token is negligible beside a target pass.
@@ -243,13 +232,19 @@ impl GammaTuner {
     /// The γ in `0..=limit` with the highest expected rate (with or without the drafting cost),
     /// or 1 when that is 0 and a probe is due.
     fn best(&self, limit: usize, with_draft_cost: bool) -> usize {
+        let rate = |gamma: usize| {
+            if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(self.alpha(), gamma) }
+        };
+        self.best_of(limit, &rate, self.plain_steps)
+    }
+
+    /// The γ in `0..=limit` with the highest `rate`, or 1 when that is 0 and a probe is due
+    /// (`untested` steps in a row without an acceptance test).
+    fn best_of(&self, limit: usize, rate: &dyn Fn(usize) -> Option<f64>, untested: usize) -> usize {
         if limit == 0 {
             return 0;
         }
         // Before any timing every width looks free: start at the top and measure.
-        let rate = |gamma: usize| {
-            if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(self.alpha(), gamma) }
-        };
         let Some(mut best) = rate(0).map(|r| (0, r)) else { return limit };
         for gamma in 1..=limit {
             let r = rate(gamma).unwrap_or(0.0);
@@ -257,7 +252,7 @@ impl GammaTuner {
                 best = (gamma, r);
             }
         }
-        if best.0 == 0 && self.plain_steps + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
+        if best.0 == 0 && untested + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
     }
 
     /// Records a timing of a target pass over `positions` positions measured elsewhere (a
