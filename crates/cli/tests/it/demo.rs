@@ -167,35 +167,27 @@ fn too_many_prompts_and_an_unknown_model_file_are_clear_errors() {
     assert!(err.contains("--model-file /nonexistent/model.gguf"), "{err}");
 }
 
-#[test]
-fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greedy_output() {
-    let Some(model) = anyspec_model_store::testing::model_for_tests(
+/// `anyspec demo --model-file <SmolLM2> ARGS --json` with a cache directory of its own, parsed;
+/// `None` where the real-model tests are skipped (no model and no way to fetch it).
+fn smollm2_demo(name: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let model = anyspec_model_store::testing::model_for_tests(
         &anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1,
         "ANYSPEC_SMOLLM2_GGUF",
-    ) else {
-        return;
-    };
-    let cache = temp_dir("demo", "smollm2");
-    let out = anyspec(&[
-        "demo",
-        "--model-file",
-        model.to_str().unwrap(),
-        "--methods",
-        "prompt,self",
-        "--first-layers",
-        "4",
-        "--prompts",
-        "2",
-        "--max-tokens",
-        "16",
-        "--json",
-        "--no-progress",
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ]);
+    )?;
+    let cache = temp_dir("demo", name);
+    let mut all = vec!["demo", "--model-file", model.to_str().unwrap(), "--json", "--no-progress", "--cache-dir"];
+    all.push(cache.to_str().unwrap());
+    all.extend(args);
+    let out = anyspec(&all);
     std::fs::remove_dir_all(&cache).ok();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greedy_output() {
+    let args = ["--methods", "prompt,self", "--first-layers", "4", "--prompts", "2", "--max-tokens", "16"];
+    let Some(report) = smollm2_demo("smollm2", &args) else { return };
     assert!(report["target"].as_str().unwrap().contains("SmolLM2"), "{}", report["target"]);
     assert!(report["fallback"].is_null());
     assert_eq!(report["first_layers"], 4);
@@ -221,33 +213,8 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
 /// rule fails the same check.
 #[test]
 fn on_smollm2_at_temperature_0_8_every_method_accepts_as_the_logits_promise() {
-    let Some(model) = anyspec_model_store::testing::model_for_tests(
-        &anyspec_model_store::SMOLLM2_135M_INSTRUCT_Q4_1,
-        "ANYSPEC_SMOLLM2_GGUF",
-    ) else {
-        return;
-    };
-    let cache = temp_dir("demo", "smollm2-sampled");
-    let out = anyspec(&[
-        "demo",
-        "--model-file",
-        model.to_str().unwrap(),
-        "--temperature",
-        "0.8",
-        "--first-layers",
-        "4",
-        "--prompts",
-        "3",
-        "--max-tokens",
-        "32",
-        "--json",
-        "--no-progress",
-        "--cache-dir",
-        cache.to_str().unwrap(),
-    ]);
-    std::fs::remove_dir_all(&cache).ok();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = ["--temperature", "0.8", "--first-layers", "4", "--prompts", "3", "--max-tokens", "32"];
+    let Some(report) = smollm2_demo("smollm2-sampled", &args) else { return };
     let rows = report["rows"].as_array().unwrap();
     assert!(rows.len() >= 10, "every method runs: {}", rows.len());
     let mut audited_tests = 0;
