@@ -11,7 +11,9 @@
 //! - [`theory`]: α, expected tokens per step, the walltime improvement factor and the best γ,
 //!   DynaSpec's overlap and accepted-length bounds (Theorems 5.1, 5.3) beside our own shortlist
 //!   bound, and the DictSpec emulation metrics.
-//! - [`engine`]: the [`Drafter`] and [`Target`] traits and the [`generate`] loop.
+//! - [`engine`]: the [`Drafter`] and [`Target`] traits and the [`generate`] loop;
+//!   [`adaptive`]: the γ tuner it can run with; [`audit`]: the acceptance tests of a run
+//!   against what the target's logits promised.
 //! - [`toy`]: Markov-chain targets and drafters whose exact output distribution is known, for
 //!   tests and `anyspec simulate`.
 //!
