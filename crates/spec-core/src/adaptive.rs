@@ -118,7 +118,7 @@ impl GammaTuner {
     }
 
     /// The acceptance estimate of drafts of confidence class `class`: its own decayed counts,
-    /// with [`CLASS_PRIOR_TESTS`] tests' weight of the overall α as a prior; the overall α for
+    /// with two tests' weight of the overall α as a prior; the overall α for
     /// `None` or a class not seen yet.
     pub fn class_alpha(&self, class: Option<u16>) -> f64 {
         match class.and_then(|c| self.class_counts(c)) {
