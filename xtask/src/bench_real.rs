@@ -346,6 +346,8 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
         writeln!(md, "|---|---|---|---|---|")?;
         // The demo's group order, so that a group's column there is its index here.
         let groups: Vec<&str> = demo.groups.iter().map(String::as_str).collect();
+        // (decoding, lookup) tokens/s per group in the demo's order, then overall (`None`).
+        let mut rates = Vec::new();
         for group in groups.iter().map(|g| Some(*g)).chain(std::iter::once(None)) {
             let members: Vec<&PeerPrompt> = report.peer.iter().filter(|p| group.is_none_or(|g| p.group == g)).collect();
             let (decode, lookup) = peer_rates(&members, args.max_tokens);
@@ -353,14 +355,15 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
                 members.iter().fold((0, 0), |(a, d), p| (a + p.lookup_accepted, d + p.lookup_drafted));
             let name = group.map_or("**overall**".to_string(), str::to_string);
             writeln!(md, "| {name} | {decode:.1} | {lookup:.1} | {:.2}× | {accepted} / {drafted} |", lookup / decode)?;
+            rates.push((decode, lookup));
         }
-        let all: Vec<&PeerPrompt> = report.peer.iter().collect();
-        let (peer_decode, peer_lookup) = peer_rates(&all, args.max_tokens);
+        let (peer_decode, peer_lookup) = rates[groups.len()];
+        let ours_lookup = demo.rows.iter().find(|r| r.method == "prompt lookup");
         writeln!(md, "\n## Side by side (tokens/s, this run)\n")?;
         writeln!(md, "| | llama.cpp | anyspec | anyspec ÷ llama.cpp |")?;
         writeln!(md, "|---|---|---|---|")?;
         writeln!(md, "| plain decoding | {peer_decode:.1} | {ours_ar:.1} | {:.2}× |", ours_ar / peer_decode)?;
-        if let Some(ours_lookup) = demo.rows.iter().find(|r| r.method == "prompt lookup") {
+        if let Some(ours_lookup) = ours_lookup {
             writeln!(
                 md,
                 "| prompt lookup | {peer_lookup:.1} | {:.1} | {:.2}× |",
@@ -378,11 +381,8 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
             )?;
         }
         writeln!(md, "\n### Where each side is ahead\n")?;
-        let ours_lookup = demo.rows.iter().find(|r| r.method == "prompt lookup");
         let mut behind = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            let members: Vec<&PeerPrompt> = report.peer.iter().filter(|p| p.group == *group).collect();
-            let (decode, lookup) = peer_rates(&members, args.max_tokens);
+        for (g, (group, &(decode, lookup))) in groups.iter().zip(&rates).enumerate() {
             if let Some(ours) = ours_lookup.and_then(|r| r.group_speedups.get(g))
                 && lookup / decode > *ours
             {

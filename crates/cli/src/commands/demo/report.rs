@@ -237,24 +237,18 @@ pub(super) fn rows(
 }
 
 pub(super) fn render(report: &Report) -> String {
-    let header = [
-        "method",
-        "drafted/step",
-        "α",
-        "tokens/step",
-        "c",
-        "theory",
-        "tokens/s",
-        "speedup",
-        "speedup ÷ theory",
-        "matches_ar",
-    ];
+    // Greedy runs end with the comparison against autoregressive output; sampled runs, which
+    // have none, with the acceptance audit instead.
+    let sampled = report.rows.iter().any(|r| r.audit.is_some());
+    let mut header =
+        vec!["method", "drafted/step", "α", "tokens/step", "c", "theory", "tokens/s", "speedup", "speedup ÷ theory"];
+    header.extend(if sampled { &["α promised", "z"][..] } else { &["matches_ar"][..] });
     let dash = || "—".to_string();
     let rows: Vec<Vec<String>> = report
         .rows
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.method.clone(),
                 r.drafted_per_step.map_or_else(dash, |v| format!("{v:.2}")),
                 r.alpha.map_or_else(dash, |v| format!("{v:.3}")),
@@ -264,35 +258,21 @@ pub(super) fn render(report: &Report) -> String {
                 format!("{:.1}", r.tokens_per_second),
                 format!("{:.2}×", r.speedup),
                 r.efficiency.map_or_else(dash, |v| format!("{v:.2}")),
-                r.matches_ar.map_or_else(dash, |m| if m { "yes".into() } else { "NO".into() }),
-            ]
+            ];
+            if sampled {
+                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:.3}", a.expected_rate)));
+                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:+.2}", a.z)));
+            } else {
+                row.push(r.matches_ar.map_or_else(dash, |m| if m { "yes".into() } else { "NO".into() }));
+            }
+            row
         })
         .collect();
     let policy = match report.gamma_policy {
         GammaPolicy::Fixed => format!("γ = {}", report.gamma),
         GammaPolicy::Adaptive => format!("γ ≤ {} (adaptive)", report.gamma),
     };
-    let mut out = String::new();
-    let sampled = report.rows.iter().any(|r| r.audit.is_some());
-    let (header, rows) = if sampled {
-        // Sampling: no greedy comparison, but the acceptance audit.
-        let mut header: Vec<&str> = header[..header.len() - 1].to_vec();
-        header.extend(["α promised", "z"]);
-        let rows = rows
-            .into_iter()
-            .zip(&report.rows)
-            .map(|(mut row, r)| {
-                row.pop();
-                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:.3}", a.expected_rate)));
-                row.push(r.audit.as_ref().map_or_else(dash, |a| format!("{:+.2}", a.z)));
-                row
-            })
-            .collect();
-        (header, rows)
-    } else {
-        (header.to_vec(), rows)
-    };
-    out.push_str(&format!(
+    let mut out = format!(
         "anyspec demo · {} · {} prompts × ≤ {} tokens · {policy} · temperature {} · {} × {} threads\n",
         report.target,
         report.prompts.len(),
@@ -300,7 +280,7 @@ pub(super) fn render(report: &Report) -> String {
         report.temperature,
         report.device,
         report.threads,
-    ));
+    );
     if let Some(why) = &report.fallback {
         out.push_str(&format!("note: {why}\n"));
     }
