@@ -4,6 +4,7 @@ mod bench_cpu;
 mod bench_real;
 mod demo_assets;
 mod dict_fixtures;
+mod drafting_ceiling;
 mod fetch_models;
 mod fuzz;
 mod plot;
@@ -50,6 +51,10 @@ enum Command {
     /// Run `anyspec demo` on SmolLM2 and llama.cpp's plain and prompt-lookup decoding on the same
     /// file and prompts, in one run, and write reports/real-model.md. Run it in release mode.
     BenchReal(bench_real::Args),
+    /// Replay the n-gram drafters against the greedy outputs of `anyspec demo --save-tokens FILE`
+    /// and write reports/drafting-ceiling.md: how fast each could be with its drafts under fixed
+    /// γ, the best γ per confidence class and an oracle (a ceiling for the γ tuner).
+    DraftingCeiling(drafting_ceiling::Args),
     /// Fuzz every loader (GGUF, dictionary, count shard, vocabulary map, affinity, shortlist,
     /// config.json, safetensors, tokenizer.json) with mutants of valid artifacts for --seconds
     /// each; a panic, abort, hang or allocation past the memory cap is saved as a finding and
@@ -80,7 +85,7 @@ enum Repro {
         /// The shared data directory (tokenizers/ and corpora/).
         #[arg(long, default_value = "../shared")]
         data: PathBuf,
-        /// Tokenizer directories (under <data>/tokenizers) that get the emulation sweep.
+        /// Tokenizer directories (under `<data>/tokenizers`) that get the emulation sweep.
         #[arg(long, value_delimiter = ',', default_value = repro_dict::DEFAULT_SWEEP)]
         tokenizers: Vec<String>,
         /// A small grid (orders n1+n2+n3, 200k entries, two min-probs) for a quick look.
@@ -152,6 +157,7 @@ fn main() -> anyhow::Result<()> {
         Command::BenchCpu(args) => bench_cpu::run(&args),
         Command::BenchReal(args) => bench_real::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::DraftingCeiling(args) => drafting_ceiling::run(&args),
         Command::TargetOutputs(args) => target_outputs::run(&args),
         Command::Fixtures { which } => match which {
             Fixtures::Dict => dict_fixtures::run(),

@@ -12,7 +12,7 @@
 //! - [`TokenizedNgrams`] and [`ContinuationTable`]: tokenize the most frequent n-grams in their
 //!   running-text form and keep, per token prefix, the most probable continuation.
 //! - [`encode_dictionary`] / [`build_dictionary`]: an `fst::Map` plus a continuation blob in one
-//!   checksummed file ([`format`] documents the layout).
+//!   checksummed file ([`format`](mod@format) documents the layout).
 //! - [`Dictionary`]: the memory-mapped reader with [`Dictionary::longest_suffix_match`].
 //! - [`emulate`]: replay reference text through any [`anyspec_core::Drafter`] and report
 //!   emulated speedup, coverage, mean accepted length and acceptance rate.

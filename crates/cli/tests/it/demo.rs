@@ -153,6 +153,61 @@ fn methods_selects_rows_and_sampling_runs_them() {
 }
 
 #[test]
+fn save_tokens_writes_every_rows_greedy_output_and_replaces_only_its_own_files() {
+    let cache = temp_dir("demo", "save-tokens");
+    let tokens = cache.join("tokens.json");
+    let run = |path: &Path| {
+        anyspec(&[
+            "demo",
+            "--model",
+            "tiny",
+            "--methods",
+            "prompt,dict,hybrid",
+            "--prompts",
+            "2",
+            "--max-tokens",
+            "12",
+            "--no-progress",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--save-tokens",
+            path.to_str().unwrap(),
+        ])
+    };
+    let out = run(&tokens);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&tokens).unwrap()).unwrap();
+    assert_eq!(saved["format"], "anyspec-demo-tokens/1");
+    assert_eq!(saved["temperature"], 0.0);
+    assert!(saved["verify_cost"].as_array().unwrap().len() >= 2, "{saved}");
+    assert!(Path::new(saved["dictionary"].as_str().unwrap()).is_file(), "{saved}");
+    let prompts = saved["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 2);
+    assert!(prompts.iter().all(|p| !p["ids"].as_array().unwrap().is_empty()));
+    let methods = saved["methods"].as_array().unwrap();
+    let keys: Vec<&str> = methods.iter().map(|m| m["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["ar", "prompt", "dict", "hybrid"]);
+    // Greedy: every row wrote the autoregressive tokens, up to 12 per prompt.
+    let ar = &methods[0]["outputs"];
+    assert_eq!(ar.as_array().unwrap().len(), 2);
+    assert!(ar.as_array().unwrap().iter().all(|o| (1..=12).contains(&o.as_array().unwrap().len())), "{ar}");
+    assert!(methods.iter().all(|m| &m["outputs"] == ar), "{saved}");
+
+    // A second run replaces its own file; any other file is refused before generating, untouched.
+    assert!(run(&tokens).status.success());
+    let other = cache.join("notes.json");
+    std::fs::write(&other, "{\"mine\": true}").unwrap();
+    let out = run(&other);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--save-tokens") && err.contains("not a token file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "{\"mine\": true}");
+    let out = run(&cache);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+#[test]
 fn too_many_prompts_and_an_unknown_model_file_are_clear_errors() {
     let cache = temp_dir("demo", "errors");
     let cache = cache.to_str().unwrap();

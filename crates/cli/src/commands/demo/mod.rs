@@ -6,9 +6,10 @@
 //! category group and overall.
 //!
 //! Adding a method is one entry in [`methods::METHODS`] and one arm in
-//! [`methods::build_drafter`]. The files: `assets.rs` (the models and the artifact cache),
+//! `methods::build_drafter`. The files: `assets.rs` (the models and the artifact cache),
 //! `methods.rs` (the table of methods and their drafters), `prompts.rs`, `timing.rs` (timed runs
-//! and the verification-cost calibration) and `report.rs` (rows, JSON and tables).
+//! and the verification-cost calibration), `report.rs` (rows, JSON and tables) and `tokens.rs`
+//! (`--save-tokens`).
 
 mod assets;
 mod bundled;
@@ -16,6 +17,7 @@ mod methods;
 mod prompts;
 mod report;
 mod timing;
+mod tokens;
 
 use std::path::{Path, PathBuf};
 
@@ -103,6 +105,12 @@ pub(crate) struct Args {
     /// Print one JSON object instead of the tables.
     #[arg(long)]
     json: bool,
+    /// Also write every method's generated token ids (with the prompts' ids, the measured
+    /// verification costs and speedups) to FILE as JSON: the input of `cargo xtask
+    /// drafting-ceiling`, which replays the n-gram drafters offline against them. Replaces
+    /// FILE only if it is such a file already.
+    #[arg(long, value_name = "FILE")]
+    save_tokens: Option<PathBuf>,
 }
 
 /// Which target the demo runs.
@@ -122,6 +130,9 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let max_tokens = args.max_tokens.unwrap_or(if args.quick { 24 } else { 96 });
     if max_tokens == 0 {
         bail!("--max-tokens 0 generates nothing; pass 1 or more");
+    }
+    if let Some(path) = &args.save_tokens {
+        tokens::check_path(path)?;
     }
     let cache_root = global.cache_root()?;
     let dir = match args.assets.as_deref() {
@@ -260,6 +271,18 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let rows = rows(&results, &setup, &prompts, &groups, &verify_cost, args.temperature == 0.0);
     let assets = &mut setup.assets;
     let sample = assets.target_tokenizer.decode(&results[0].1.outputs[0])?;
+    if let Some(path) = &args.save_tokens {
+        tokens::save(
+            path,
+            &assets.target_name,
+            args.temperature,
+            &verify_cost,
+            &assets.artifacts,
+            &prompts,
+            &results,
+            &rows,
+        )?;
+    }
     let report = Report {
         target: assets.target_name.clone(),
         fallback,

@@ -30,7 +30,7 @@ pub(super) struct Row {
     pub(super) tokens_per_step: f64,
     /// Drafter time per drafted token ÷ autoregressive time per token (c of Definition 3.7).
     pub(super) drafter_cost: Option<f64>,
-    /// Theorem 3.8 with the measured verification cost: E[tokens](α, γ̄) / (γ̄c + v(γ̄ + 1)).
+    /// Theorem 3.8 with the measured verification cost: E\[tokens\](α, γ̄) / (γ̄c + v(γ̄ + 1)).
     pub(super) theoretical_factor: Option<f64>,
     pub(super) tokens_per_second: f64,
     /// tokens_per_second over autoregressive tokens_per_second.

@@ -1,0 +1,470 @@
+//! `cargo xtask drafting-ceiling`: how much faster the n-gram drafters of `anyspec demo` could
+//! be with the drafts they make, written to reports/drafting-ceiling.md (and .json).
+//!
+//! At temperature 0 every method's output is the target's greedy output, so the tokens that
+//! `anyspec demo --save-tokens FILE` writes say exactly how many tokens of any deterministic
+//! draft verification would accept at any position: the longest common prefix of the draft and
+//! what the target wrote next. This command replays prompt lookup, the dictionary and the
+//! hybrid (the library's own drafters, on the same dictionary file) at every position and walks
+//! each prompt's output step by step under several rules for how much of a draft to verify:
+//!
+//! - **fixed γ**: verify the first γ drafted tokens;
+//! - **best γ per class, in sample**: the γ that maximises tokens per unit of verification cost
+//!   for each confidence class ([`anyspec_core::Draft::cut_class`]), chosen with knowledge of
+//!   this very run: a ceiling for any rule that, like the demo's tuner, decides from the class
+//!   alone;
+//! - **oracle**: verify exactly the tokens that will be accepted: a ceiling for any rule at all
+//!   with these drafts;
+//! - **oracle, the better candidate** (hybrid only): at every position the better of prompt
+//!   lookup's and the dictionary's drafts, verified exactly as far as it is accepted: the most
+//!   that choosing between the two (or verifying both as a tree) could add.
+//!
+//! A step's cost is the demo's measured cost of scoring that many positions in one pass
+//! (`verify_cost`, ÷ one position); drafting costs nothing (its measured cost is below 1% of a
+//! step for these drafters). "Modelled speedup" is tokens per unit of cost: autoregressive
+//! decoding is 1.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use anyspec_dict_builder::Dictionary;
+use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
+use serde::{Deserialize, Serialize};
+
+/// The `format` of a token file this command reads (`anyspec demo --save-tokens`).
+const FORMAT: &str = "anyspec-demo-tokens/1";
+/// The longest draft replayed at a position.
+const MAX_DRAFT: usize = 16;
+/// The fixed γ rows of the report.
+const FIXED: [usize; 5] = [1, 2, 3, 4, 6];
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The token file of a greedy `anyspec demo --save-tokens FILE` run.
+    #[arg(long)]
+    tokens: PathBuf,
+    /// The dictionary to replay (default: the one the demo run used, named in the token file).
+    #[arg(long)]
+    dictionary: Option<PathBuf>,
+    /// Where the Markdown report goes (the JSON lands beside it).
+    #[arg(long, default_value = "reports/drafting-ceiling.md")]
+    out: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    format: String,
+    target: String,
+    temperature: f32,
+    verify_cost: Vec<f64>,
+    dictionary: Option<PathBuf>,
+    prompts: Vec<SavedPrompt>,
+    methods: Vec<SavedMethod>,
+}
+
+#[derive(Deserialize)]
+struct SavedPrompt {
+    ids: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct SavedMethod {
+    key: String,
+    speedup: f64,
+    tokens_per_step: f64,
+    outputs: Vec<Vec<u32>>,
+}
+
+/// What a drafter proposes at one position of one prompt's output.
+struct Position {
+    /// Confidence class of the draft (`None`: no draft, or a draft without one).
+    class: Option<u16>,
+    /// Draft length (≤ MAX_DRAFT).
+    len: usize,
+    /// Tokens of the whole draft verification would accept.
+    accepted: usize,
+    /// Hybrid only: tokens accepted of the better of prompt lookup's and the dictionary's
+    /// drafts.
+    better: Option<usize>,
+}
+
+/// One drafter's result under every rule.
+#[derive(Serialize)]
+struct DrafterCeiling {
+    key: &'static str,
+    drafter: &'static str,
+    measured_speedup: Option<f64>,
+    measured_tokens_per_step: Option<f64>,
+    /// Shares of the positions where the drafter proposes nothing, and where its first token is
+    /// wrong.
+    no_draft: f64,
+    first_wrong: f64,
+    rules: Vec<RuleResult>,
+}
+
+#[derive(Serialize)]
+struct RuleResult {
+    rule: String,
+    tokens_per_step: f64,
+    modelled_speedup: f64,
+}
+
+#[allow(clippy::print_stderr)]
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let text = std::fs::read(&args.tokens).with_context(|| format!("reading --tokens {}", args.tokens.display()))?;
+    let saved: Saved = serde_json::from_slice(&text).with_context(|| {
+        format!("--tokens {}: not a token file of `anyspec demo --save-tokens`", args.tokens.display())
+    })?;
+    if saved.format != FORMAT {
+        bail!("--tokens {}: format {:?}, this command reads {FORMAT:?}", args.tokens.display(), saved.format);
+    }
+    if saved.temperature != 0.0 {
+        bail!(
+            "--tokens {}: the run sampled at temperature {}; the replay needs greedy output (rerun the demo without \
+             --temperature)",
+            args.tokens.display(),
+            saved.temperature
+        );
+    }
+    if saved.verify_cost.len() < 2 {
+        bail!("--tokens {}: the file has fewer than two verification costs (k = 1, 2, …)", args.tokens.display());
+    }
+    let Some(reference) = saved.methods.iter().find(|m| m.key == "ar") else {
+        bail!("--tokens {}: no autoregressive outputs (key \"ar\") in the file", args.tokens.display());
+    };
+    if reference.outputs.len() != saved.prompts.len() {
+        bail!(
+            "--tokens {}: {} prompts but {} outputs",
+            args.tokens.display(),
+            saved.prompts.len(),
+            reference.outputs.len()
+        );
+    }
+    for method in &saved.methods {
+        if method.outputs != reference.outputs {
+            bail!(
+                "--tokens {}: the {} row's outputs differ from autoregressive decoding's; the replay needs a run where \
+                 every row matches it",
+                args.tokens.display(),
+                method.key
+            );
+        }
+    }
+    let dictionary_path = match (&args.dictionary, &saved.dictionary) {
+        (Some(path), _) | (None, Some(path)) => path.clone(),
+        (None, None) => bail!("--tokens {} names no dictionary; pass --dictionary FILE", args.tokens.display()),
+    };
+    let dictionary = Arc::new(
+        Dictionary::open_unverified(&dictionary_path)
+            .with_context(|| format!("opening the dictionary {}", dictionary_path.display()))?,
+    );
+    let cost = Cost::new(&saved.verify_cost);
+    let sequences: Vec<(usize, Vec<u32>)> = saved
+        .prompts
+        .iter()
+        .zip(&reference.outputs)
+        .map(|(p, out)| (p.ids.len(), p.ids.iter().chain(out).copied().collect()))
+        .collect();
+
+    let mut results = Vec::new();
+    for (key, name) in [("prompt", "prompt lookup"), ("dict", "dictionary"), ("hybrid", "hybrid")] {
+        eprintln!("replaying {name}…");
+        let positions = replay(key, &sequences, &dictionary)?;
+        let measured = saved.methods.iter().find(|m| m.key == key);
+        results.push(ceiling(key, name, &positions, &cost, measured));
+    }
+    let md = render(&saved, &args.tokens, &dictionary_path, &cost, &results);
+    write(&args.out, &md, &results)?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+/// Cost of scoring `rows` positions in one pass ÷ one position: `1 + slope · (rows − 1)`, the
+/// slope the median of the measured `(v(k) − 1)/(k − 1)`. The demo times each k once, on a
+/// machine shared with other work, and one slow or fast pass would otherwise decide the
+/// rules (a measured v(2) below 1 makes "verify one more token" look free); the median of the
+/// slopes ignores such a pass, and a line fits the measured curves of this runtime well
+/// (`reports/cpu-runtime.md`).
+struct Cost {
+    slope: f64,
+}
+
+impl Cost {
+    fn new(measured: &[f64]) -> Self {
+        let mut slopes: Vec<f64> =
+            measured.iter().enumerate().skip(1).map(|(i, &v)| (v - 1.0) / i as f64).filter(|s| s.is_finite()).collect();
+        slopes.sort_by(f64::total_cmp);
+        let slope = slopes.get(slopes.len() / 2).copied().unwrap_or(0.1).max(0.0);
+        Cost { slope }
+    }
+
+    fn of(&self, rows: usize) -> f64 {
+        1.0 + self.slope * (rows.max(1) - 1) as f64
+    }
+}
+
+/// Every position of every prompt's output: what the drafter proposes there and how much of
+/// it the target's output accepts.
+fn replay(
+    key: &str,
+    sequences: &[(usize, Vec<u32>)],
+    dictionary: &Arc<Dictionary>,
+) -> anyhow::Result<Vec<Vec<Position>>> {
+    let mut all = Vec::new();
+    for (prompt_len, seq) in sequences {
+        let mut prompt = PromptLookup::new(PromptLookupConfig::default())?;
+        let mut hybrid = Hybrid::new(
+            DictionaryDrafter::new(dictionary.clone()),
+            PromptLookup::new(PromptLookupConfig::default())?,
+            HybridOrder::PromptFirst,
+        );
+        let mut dict = DictionaryDrafter::new(dictionary.clone());
+        let mut positions = Vec::new();
+        for i in *prompt_len..seq.len() {
+            let context = &seq[..i];
+            let truth = &seq[i..];
+            let draft = match key {
+                "prompt" => prompt.draft(context, MAX_DRAFT),
+                "dict" => dict.draft(context, MAX_DRAFT),
+                _ => hybrid.draft(context, MAX_DRAFT),
+            };
+            let better = (key == "hybrid").then(|| {
+                let from_prompt = prompt.draft(context, MAX_DRAFT);
+                let from_dictionary = dict.draft(context, MAX_DRAFT);
+                common_prefix(&from_prompt.tokens, truth).max(common_prefix(&from_dictionary.tokens, truth))
+            });
+            positions.push(Position {
+                class: draft.cut_class(),
+                len: draft.tokens.len(),
+                accepted: common_prefix(&draft.tokens, truth),
+                better,
+            });
+        }
+        all.push(positions);
+    }
+    Ok(all)
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Walks every output step by step: at position `i`, `rule` returns (positions verified besides
+/// the next token, tokens accepted); the step emits the accepted tokens plus one.
+fn walk(positions: &[Vec<Position>], cost: &Cost, rule: &dyn Fn(&Position) -> (usize, usize)) -> (f64, f64) {
+    let (mut tokens, mut steps, mut spent) = (0usize, 0usize, 0.0f64);
+    for prompt in positions {
+        let mut i = 0;
+        while i < prompt.len() {
+            let (verified, accepted) = rule(&prompt[i]);
+            // The last token of an output is emitted by the step itself, never drafted.
+            let accepted = accepted.min(prompt.len() - i - 1);
+            tokens += accepted + 1;
+            steps += 1;
+            spent += cost.of(verified + 1);
+            i += accepted + 1;
+        }
+    }
+    (tokens as f64 / steps.max(1) as f64, tokens as f64 / spent.max(1e-12))
+}
+
+/// The γ per confidence class that maximises tokens per unit of cost over all positions
+/// (in sample), found by iterating on the rate λ: each class takes the γ with the largest
+/// Σ (accepted + 1) − λ · cost, and λ is then the rate that walk achieves.
+fn best_gamma_per_class(positions: &[Vec<Position>], cost: &Cost) -> HashMap<Option<u16>, usize> {
+    let mut by_class: HashMap<Option<u16>, Vec<(usize, usize)>> = HashMap::new();
+    for p in positions.iter().flatten() {
+        by_class.entry(p.class).or_default().push((p.len, p.accepted));
+    }
+    let mut lambda = 1.0;
+    let mut best = HashMap::new();
+    for _ in 0..8 {
+        best = by_class
+            .iter()
+            .map(|(&class, drafts)| {
+                let score = |g: usize| {
+                    drafts
+                        .iter()
+                        .map(|&(len, acc)| (acc.min(g) + 1) as f64 - lambda * cost.of(g.min(len) + 1))
+                        .sum::<f64>()
+                };
+                // Counting down, so that among equally good γ the smallest wins (`max_by` keeps
+                // the last maximum).
+                let g = (0..=MAX_DRAFT).rev().max_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
+                (class, g)
+            })
+            .collect();
+        let (_, rate) = walk(positions, cost, &|p| {
+            let g = best.get(&p.class).copied().unwrap_or(0).min(p.len);
+            (g, p.accepted.min(g))
+        });
+        lambda = rate;
+    }
+    best
+}
+
+fn ceiling(
+    key: &'static str,
+    drafter: &'static str,
+    positions: &[Vec<Position>],
+    cost: &Cost,
+    measured: Option<&SavedMethod>,
+) -> DrafterCeiling {
+    let all: Vec<&Position> = positions.iter().flatten().collect();
+    let n = all.len().max(1) as f64;
+    let no_draft = all.iter().filter(|p| p.len == 0).count() as f64 / n;
+    let first_wrong = all.iter().filter(|p| p.len > 0 && p.accepted == 0).count() as f64 / n;
+    let mut rules = Vec::new();
+    let mut push = |rule: String, (tokens_per_step, modelled_speedup): (f64, f64)| {
+        rules.push(RuleResult { rule, tokens_per_step, modelled_speedup });
+    };
+    for g in FIXED {
+        push(format!("fixed γ = {g}"), walk(positions, cost, &|p| (g.min(p.len), p.accepted.min(g))));
+    }
+    let best = best_gamma_per_class(positions, cost);
+    push(
+        "best γ per confidence class, in sample".into(),
+        walk(positions, cost, &|p| {
+            let g = best.get(&p.class).copied().unwrap_or(0).min(p.len);
+            (g, p.accepted.min(g))
+        }),
+    );
+    push("oracle: verify exactly what is accepted".into(), walk(positions, cost, &|p| (p.accepted, p.accepted)));
+    if positions.iter().flatten().any(|p| p.better.is_some()) {
+        push(
+            "oracle, the better of prompt lookup's and the dictionary's drafts".into(),
+            walk(positions, cost, &|p| {
+                let acc = p.better.unwrap_or(p.accepted);
+                (acc, acc)
+            }),
+        );
+    }
+    DrafterCeiling {
+        key,
+        drafter,
+        measured_speedup: measured.map(|m| m.speedup),
+        measured_tokens_per_step: measured.map(|m| m.tokens_per_step),
+        no_draft,
+        first_wrong,
+        rules,
+    }
+}
+
+fn render(saved: &Saved, tokens: &Path, dictionary: &Path, cost: &Cost, results: &[DrafterCeiling]) -> String {
+    let mut md = String::new();
+    let positions: usize = saved.methods.first().map_or(0, |m| m.outputs.iter().map(Vec::len).sum());
+    let _ = writeln!(md, "# How fast can the n-gram drafters get? A replay of `anyspec demo`'s greedy run\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo xtask drafting-ceiling --tokens {}` from a run of `anyspec demo --save-tokens` on {} \
+         ({} prompts, {positions} generated tokens; dictionary {}). At temperature 0 the target's output says \
+         exactly what any deterministic draft would have had accepted, so each drafter is replayed at every \
+         position and each output walked step by step under several rules for how much of a draft to verify. A \
+         step's cost is that of scoring k positions in one pass ÷ one: v(k) = 1 + {:.3} (k − 1), the median slope \
+         of the run's measured v(1..{}) = {} (robust to one noisy pass); drafting is free. *Modelled speedup* = \
+         tokens ÷ cost (autoregressive decoding: 1); *measured* is the demo's own speedup in that run (its γ \
+         tuner, real timings).\n",
+        tokens.display(),
+        saved.target,
+        saved.prompts.len(),
+        dictionary.display(),
+        cost.slope,
+        saved.verify_cost.len(),
+        saved.verify_cost.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(" "),
+    );
+    for r in results {
+        let _ = writeln!(md, "## {}\n", r.drafter);
+        let _ = writeln!(
+            md,
+            "No draft at {:.1}% of positions; first drafted token wrong at {:.1}%. Measured in the run: {} tokens/step, \
+             {} speedup.\n",
+            100.0 * r.no_draft,
+            100.0 * r.first_wrong,
+            r.measured_tokens_per_step.map_or("—".into(), |v| format!("{v:.2}")),
+            r.measured_speedup.map_or("—".into(), |v| format!("{v:.2}×")),
+        );
+        let _ = writeln!(md, "| rule | tokens/step | modelled speedup |\n|---|---|---|");
+        for rule in &r.rules {
+            let _ = writeln!(md, "| {} | {:.2} | {:.2}× |", rule.rule, rule.tokens_per_step, rule.modelled_speedup);
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(
+        md,
+        "## Reading it\n\nThe gap between *best γ per class* and *oracle* is what a better acceptance predictor could \
+         still win with these drafts; the gap between *measured* and *best γ per class* is the tuner's cost of \
+         learning online plus timing effects the model leaves out (drafting time, the measured step's noise). \
+         Beyond the oracle only new drafts help: positions with no draft or a wrong first token are steps of one \
+         token whatever the rule."
+    );
+    md
+}
+
+fn write(out: &Path, md: &str, results: &[DrafterCeiling]) -> anyhow::Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let json = serde_json::to_vec_pretty(results)?;
+    anyspec_core::artifact::write_atomically(out, |w| std::io::Write::write_all(w, md.as_bytes()))
+        .with_context(|| format!("writing {}", out.display()))?;
+    let json_path = out.with_extension("json");
+    anyspec_core::artifact::write_atomically(&json_path, |w| std::io::Write::write_all(w, &json))
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(len: usize, accepted: usize) -> Position {
+        Position { class: Some(len as u16), len, accepted, better: None }
+    }
+
+    #[test]
+    fn the_cost_line_ignores_one_noisy_pass() {
+        // v(2) measured below one pass: the median slope is the other passes'.
+        let cost = Cost::new(&[1.0, 0.58, 1.12, 1.18, 1.24, 1.30]);
+        assert!((cost.slope - 0.06).abs() < 1e-9, "{}", cost.slope);
+        assert!((cost.of(1) - 1.0).abs() < 1e-12 && (cost.of(4) - 1.18).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_walk_steps_past_what_is_accepted_and_pays_for_what_is_verified() {
+        let cost = Cost { slope: 0.1 };
+        // Position 0: a 3-token draft, 2 right. Then one position with a wrong draft and one
+        // without; the walk from 0 lands on 3 (2 accepted + 1) and ends there.
+        let prompt = vec![at(3, 2), at(2, 0), at(1, 0), at(0, 0)];
+        let positions = vec![prompt];
+        let (per_step, rate) = walk(&positions, &cost, &|p| (p.len, p.accepted));
+        // Steps: verify 3 + 1 rows (cost 1.3), emit 3 tokens; then a plain step (cost 1), 1 token.
+        assert!((per_step - 2.0).abs() < 1e-12);
+        assert!((rate - 4.0 / 2.3).abs() < 1e-12);
+        // The oracle pays only for what is accepted: 1.2 + 1.
+        let (_, oracle) = walk(&positions, &cost, &|p| (p.accepted, p.accepted));
+        assert!((oracle - 4.0 / 2.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_best_gamma_per_class_is_at_least_every_fixed_gamma_and_at_most_the_oracle() {
+        let cost = Cost { slope: 0.08 };
+        // Class 4 drafts are right to the end, class 1 drafts always wrong.
+        let prompt: Vec<Position> = (0..60).map(|i| if i % 3 == 0 { at(4, 4) } else { at(1, 0) }).collect();
+        let positions = vec![prompt];
+        let best = best_gamma_per_class(&positions, &cost);
+        assert_eq!(best[&Some(4)], 4);
+        assert_eq!(best[&Some(1)], 0);
+        let rate = |rule: &dyn Fn(&Position) -> (usize, usize)| walk(&positions, &cost, rule).1;
+        let tuned = rate(&|p| {
+            let g = best[&p.class].min(p.len);
+            (g, p.accepted.min(g))
+        });
+        for g in FIXED {
+            assert!(tuned >= rate(&|p| (g.min(p.len), p.accepted.min(g))) - 1e-12, "γ = {g}");
+        }
+        assert!(tuned <= rate(&|p| (p.accepted, p.accepted)) + 1e-12);
+    }
+}
