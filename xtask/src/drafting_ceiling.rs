@@ -502,6 +502,20 @@ mod tests {
     }
 
     #[test]
+    fn the_replayed_tuner_drafts_deep_where_drafts_are_right_and_probes_where_they_are_wrong() {
+        let cost = Cost { slope: 0.08 };
+        let right: Vec<Position> = (0..300).map(|_| at(6, 6)).collect();
+        let (per_step, rate) = walk_tuner(&[right], &cost);
+        assert!(per_step > 6.0, "{per_step}");
+        assert!(rate > 4.0, "{rate}");
+        let wrong: Vec<Position> = (0..300).map(|_| at(6, 0)).collect();
+        let (per_step, rate) = walk_tuner(&[wrong], &cost);
+        // Every step emits one token; after the first tests it verifies a token only to probe.
+        assert!((per_step - 1.0).abs() < 1e-12);
+        assert!(rate > 0.97 && rate < 1.0, "{rate}");
+    }
+
+    #[test]
     fn the_best_gamma_per_class_is_at_least_every_fixed_gamma_and_at_most_the_oracle() {
         let cost = Cost { slope: 0.08 };
         // Class 4 drafts are right to the end, class 1 drafts always wrong.
