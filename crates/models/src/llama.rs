@@ -49,7 +49,7 @@ struct Layer {
 }
 
 /// A slice of a model's LM head: the rows of the vocabulary ids a drafter may produce
-/// (see [`Llama::pruned_head`]). Cheap to clone.
+/// (see [`Llama::pruned_head`](crate::Llama::pruned_head)). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PrunedHead {
     pub(crate) ids: Vec<u32>,
@@ -69,7 +69,7 @@ impl PrunedHead {
         self.ids.len()
     }
 
-    /// Whether no row is kept (never true for a head built by [`Llama::pruned_head`]).
+    /// Whether no row is kept (never true for a head built by [`Llama::pruned_head`](crate::Llama::pruned_head)).
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }

@@ -138,8 +138,8 @@ impl TextTokenizer {
     /// Ids → text, without special tokens.
     ///
     /// # Errors
-    /// [`Error::UndecodableToken`] for an id the tokenizer has no token for (see the
-    /// [module docs](self)): it would otherwise vanish from the text without a word.
+    /// [`Error::UndecodableToken`] for an id the tokenizer has no token for:
+    /// it would otherwise vanish from the text without a word.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         if let Some(&token) = ids.iter().find(|&&id| self.inner.id_to_token(id).is_none()) {
             return Err(Error::UndecodableToken { token, path: self.path.clone(), id_end: self.id_end });

@@ -17,7 +17,7 @@ use crate::cache::BurnCache;
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
 
-/// One node of a token tree (see [`Llama::extend_tree`]).
+/// One node of a token tree (see [`Llama::extend_tree`](crate::Llama::extend_tree)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TreeNode {
     /// The token at this node.
