@@ -180,7 +180,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     for (key, name) in [("prompt", "prompt lookup"), ("dict", "dictionary"), ("hybrid", "hybrid")] {
         eprintln!("replaying {name}…");
         let positions = replay(key, &sequences, &dictionary)?;
-        let measured = saved.methods.iter().find(|m| m.key == key);
+        // The run's measured figures belong to its own dictionary: shown only when replaying it.
+        let same_dictionary = saved.dictionary.as_ref() == Some(&dictionary_path) || key == "prompt";
+        let measured = saved.methods.iter().find(|m| m.key == key).filter(|_| same_dictionary);
         results.push(ceiling(key, name, &positions, &cost, measured));
     }
     let md = render(&saved, &args.tokens, &dictionary_path, &cost, &results);

@@ -14,9 +14,31 @@ pub(crate) fn parse_device(name: &str) -> Result<DeviceChoice, String> {
     Ok(choice)
 }
 
-/// `--tokenizer PATH`: the vocabulary of a `tokenizer.json`.
+/// `--tokenizer PATH`: the vocabulary of a `tokenizer.json`, or of the tokenizer that a GGUF
+/// file or a checkpoint directory carries (the same vocabulary, and fingerprint, that `generate`
+/// and `demo` use for that model, so the artifacts built from it fit the model).
 pub(crate) fn load_vocabulary(path: &Path) -> anyhow::Result<Vocabulary> {
-    Vocabulary::from_file(path).with_context(|| format!("--tokenizer {}: cannot load the tokenizer", path.display()))
+    if path.is_dir() || is_gguf(path) {
+        let checkpoint = Checkpoint::open(path)
+            .with_context(|| format!("--tokenizer {}: cannot open the model to read its tokenizer", path.display()))?;
+        let tokenizer = checkpoint
+            .tokenizer()
+            .with_context(|| format!("--tokenizer {}: cannot load the model's tokenizer", path.display()))?;
+        return vocabulary_of(&checkpoint, &tokenizer, "--tokenizer");
+    }
+    Vocabulary::from_file(path).with_context(|| {
+        format!(
+            "--tokenizer {}: cannot load the tokenizer (pass a tokenizer.json, a GGUF file or a checkpoint directory)",
+            path.display()
+        )
+    })
+}
+
+/// Whether `path` starts with GGUF's magic bytes.
+fn is_gguf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+        && &magic == b"GGUF"
 }
 
 /// The vocabulary of a checkpoint whose tokenizer is loaded, named after the checkpoint, with

@@ -34,8 +34,9 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct BuildArgs {
-    /// The target model's tokenizer.json; the matrix indexes its token ids.
-    #[arg(long, value_name = "TOKENIZER.JSON")]
+    /// The target model's tokenizer.json, GGUF file or checkpoint directory; the matrix indexes
+    /// its token ids.
+    #[arg(long, value_name = "TOKENIZER")]
     tokenizer: PathBuf,
     /// Corpus files: plain text, or JSONL (`*.jsonl`) with one document per line; gzip is
     /// recognised by content. Windows never span two lines.

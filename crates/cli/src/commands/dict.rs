@@ -52,7 +52,8 @@ struct CorpusArgs {
 
 #[derive(Debug, clap::Args)]
 struct BuildArgs {
-    /// The target model's `tokenizer.json`; the dictionary only works with this tokenizer.
+    /// The target model's `tokenizer.json`, GGUF file or checkpoint directory (its tokenizer is
+    /// read); the dictionary only works with this tokenizer.
     #[arg(long)]
     tokenizer: PathBuf,
     /// Corpus files to count (plain text or JSONL, gzip accepted).
@@ -160,7 +161,8 @@ struct EmulateArgs {
     /// The dictionary (needed by --drafter dict and hybrid).
     #[arg(long)]
     dict: Option<PathBuf>,
-    /// The tokenizer the dictionary was built for; tokenizes the reference text.
+    /// The tokenizer the dictionary was built for (a `tokenizer.json`, GGUF file or checkpoint
+    /// directory); tokenizes the reference text.
     #[arg(long)]
     tokenizer: PathBuf,
     /// Reference text files; each is one sequence (or one per line with --per-line).

@@ -34,8 +34,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct BuildArgs {
-    /// The drafter model's tokenizer.json.
-    #[arg(long, value_name = "TOKENIZER.JSON")]
+    /// The drafter model's tokenizer.json, GGUF file or checkpoint directory.
+    #[arg(long, value_name = "TOKENIZER")]
     tokenizer: PathBuf,
     /// Corpus files: plain text, or JSONL (`*.jsonl`) with one document per line; gzip is
     /// recognised by content.

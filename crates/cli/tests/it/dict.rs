@@ -149,3 +149,42 @@ fn empty_text_and_inputs_given_twice_are_refused() {
     assert!(err.contains("no tokens to replay"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_checkpoint_directory_or_a_gguf_file_gives_its_tokenizer() {
+    let dir = std::env::temp_dir().join(format!("anyspec-cli-dict-checkpoint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let checkpoint = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/llama3-gqa");
+    let build = |tokenizer: &str, out: &str| {
+        anyspec(&[
+            "dict",
+            "build",
+            "--tokenizer",
+            tokenizer,
+            "--corpus",
+            &fixture("corpus.txt"),
+            "-o",
+            out,
+            "--no-progress",
+        ])
+    };
+    // The directory's tokenizer is its tokenizer.json: the same dictionary, byte for byte.
+    let from_dir = build(checkpoint.to_str().unwrap(), &path("dir.dict"));
+    assert!(from_dir.status.success(), "{}", String::from_utf8_lossy(&from_dir.stderr));
+    let from_json = build(checkpoint.join("tokenizer.json").to_str().unwrap(), &path("json.dict"));
+    assert!(from_json.status.success(), "{}", String::from_utf8_lossy(&from_json.stderr));
+    assert_eq!(std::fs::read(path("dir.dict")).unwrap(), std::fs::read(path("json.dict")).unwrap());
+    // A GGUF file that is not a model: the error says it was read as one.
+    std::fs::write(dir.join("broken.gguf"), b"GGUF\x03\x00\x00\x00").unwrap();
+    let out = build(&path("broken.gguf"), &path("g.dict"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tokenizer") && err.contains("cannot open the model"), "{err}");
+    // Neither JSON nor a model: the error lists what the flag takes.
+    std::fs::write(dir.join("notes.txt"), "hello").unwrap();
+    let out = build(&path("notes.txt"), &path("n.dict"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a GGUF file or a checkpoint directory"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
