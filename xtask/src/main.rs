@@ -12,6 +12,7 @@ mod repro_dict;
 mod repro_lookbehind;
 mod repro_rdk;
 mod repro_rdk_demo;
+mod repro_rdk_fig7;
 mod repro_vocab;
 mod target_outputs;
 
@@ -88,13 +89,14 @@ enum Repro {
         /// Tokenizer directories (under `<data>/tokenizers`) that get the emulation sweep.
         #[arg(long, value_delimiter = ',', default_value = repro_dict::DEFAULT_SWEEP)]
         tokenizers: Vec<String>,
-        /// A small grid (orders n1+n2+n3, 200k entries, two min-probs) for a quick look.
+        /// A small grid (n1+n2+n3, 200k entries, p_min 0.5 and 0.8) for a quick look.
         #[arg(long)]
         quick: bool,
     },
-    /// RDK's synthetic experiment (oov-sampling-rdk §6.2 / Fig. 7, reconstructed): acceptance of a
-    /// pruned drafter under masking, TLI and RDK across pruning levels, written to reports/rdk.md
-    /// and reports/rdk.png. Synthetic: needs no data. Run it in release mode (about a minute).
+    /// RDK's synthetic experiment (oov-sampling-rdk §6.2 / Fig. 7): acceptance of a pruned drafter
+    /// under masking, TLI and RDK across pruning levels, as printed (Student-t target, Eq. 3) and
+    /// in our cluster model, written to reports/rdk.md, rdk-fig7.png and rdk.png. Synthetic: needs
+    /// no data. Run it in release mode (about a minute).
     Rdk {
         /// Vocabulary size V.
         #[arg(long, default_value_t = repro_rdk::Options::default().vocab)]

@@ -1,7 +1,23 @@
-//! From co-occurrence counts to the row-stochastic `M` of RDK (oov-sampling-rdk.txt Eq. 2,
-//! **reconstructed**: the paper's text of Eq. 2 was not available to this project).
+//! From co-occurrence counts to the row-stochastic `M` of RDK (oov-sampling-rdk.txt Eq. 2).
 //!
-//! The construction, and why:
+//! Two scores `s_ij`, chosen by [`AffinityParams::score`]:
+//!
+//! - [`AffinityScore::Covariance`], the paper's: Eq. 2 is `M_ij = exp(Ω_ij/τ) / Σ_{k∈T}
+//!   exp(Ω_ik/τ)` with `Ω` a normalized covariance of the target's distribution (§4, App. C.3:
+//!   "each entry `M_ij` is the normalized covariance between token i and token j"), "estimated
+//!   from data". Here `Ω` is estimated from windowed co-occurrence: with `P_ij = c_ij / T` the
+//!   probability that a window pair is `(i, j)` and `P_i = r_i / T` its marginal, `Ω_ij = (P_ij −
+//!   P_i P_j) / √(P_i (1 − P_i) P_j (1 − P_j))`, the Pearson correlation of the indicators "one end
+//!   of the pair is i" and "the other is j", and `Ω_ii = 1`. A pair never seen (or seen fewer than
+//!   `min_count` times) has `Ω_ij = −√(P_i P_j / ((1 − P_i)(1 − P_j)))`, which is stored as 0:
+//!   the error is at most that magnitude, tiny for all but the most frequent tokens. For Eq. 2 as
+//!   written the softmax runs over the whole vocabulary, missing entries counting as `Ω = 0`
+//!   ([`anyspec_core::projection::rdk_dense_kernel`] and its first-order form, the drafters'
+//!   "taylor" RDK form); [`anyspec_core::projection::AffinityMatrix::from_scores`] instead
+//!   normalizes over the stored entries only (ours).
+//! - [`AffinityScore::Ppmi`], ours and the default, described below.
+//!
+//! The PPMI construction, and why:
 //!
 //! - **Score.** `s_ij = PPMI(i, j) = max(0, ln(c_ij · T / (r_i · r_j)))`, with `c_ij` the windowed
 //!   co-occurrence count ([`CooccurrenceCounts`]), `r_i = Σ_j c_ij` and `T = Σ_i r_i`. Raw
@@ -27,9 +43,22 @@ use crate::affinity::{Affinity, AffinityInfo, MEMORY};
 use crate::cooccurrence::CooccurrenceCounts;
 use crate::error::{Error, Result};
 
+/// Which score `s_ij` the rows of `M` are a softmax of (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AffinityScore {
+    /// Ours: positive PMI of windowed co-occurrence, self-score the row's best.
+    #[default]
+    Ppmi,
+    /// The paper's Eq. 2 / App. C.3: a normalized covariance `Ω` (the correlation of windowed
+    /// co-occurrence), `Ω_ii = 1`.
+    Covariance,
+}
+
 /// Parameters of an affinity build.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AffinityParams {
+    /// The score behind `M`.
+    pub score: AffinityScore,
     /// Largest distance, in tokens, at which two tokens co-occur.
     pub window: usize,
     /// Softmax temperature `τ`: small values keep rows peaked on the token and its best
@@ -47,7 +76,15 @@ pub struct AffinityParams {
 
 impl Default for AffinityParams {
     fn default() -> Self {
-        AffinityParams { window: 4, tau: 1.0, top_k: 32, min_count: 3, max_pairs: 32 << 20, threads: 0 }
+        AffinityParams {
+            score: AffinityScore::Ppmi,
+            window: 4,
+            tau: 1.0,
+            top_k: 32,
+            min_count: 3,
+            max_pairs: 32 << 20,
+            threads: 0,
+        }
     }
 }
 
@@ -127,9 +164,16 @@ pub fn build_affinity(
         if c < params.min_count {
             continue;
         }
-        let pmi = (c as f64 * total / (row_sums[i as usize] * row_sums[j as usize])).ln();
+        let (ri, rj) = (row_sums[i as usize] / total, row_sums[j as usize] / total);
+        let score = match params.score {
+            AffinityScore::Ppmi => (c as f64 * total / (row_sums[i as usize] * row_sums[j as usize])).ln(),
+            AffinityScore::Covariance => {
+                let spread = (ri * (1.0 - ri) * rj * (1.0 - rj)).sqrt();
+                if spread > 0.0 { (c as f64 / total - ri * rj) / spread } else { 0.0 }
+            }
+        };
         for (row, col) in [(i, j), (j, i)] {
-            neighbours[cursor[row as usize]] = (col, pmi, c);
+            neighbours[cursor[row as usize]] = (col, score, c);
             cursor[row as usize] += 1;
         }
     }
@@ -146,8 +190,13 @@ pub fn build_affinity(
         }
         let mut kept: Vec<(u32, f32)> =
             list.iter().take(keep).filter(|e| e.1 > 0.0).map(|&(col, pmi, _)| (col, pmi as f32)).collect();
-        if let Some(best) = kept.iter().map(|e| e.1).reduce(f32::max) {
-            kept.push((row as u32, best));
+        let own = match params.score {
+            AffinityScore::Ppmi => kept.iter().map(|e| e.1).reduce(f32::max),
+            // Ω_ii = 1 (a correlation), for every token seen with a neighbour.
+            AffinityScore::Covariance => (!kept.is_empty()).then_some(1.0),
+        };
+        if let Some(own) = own {
+            kept.push((row as u32, own));
             kept.sort_unstable_by_key(|e| e.0);
             columns.extend(kept.iter().map(|e| e.0));
             values.extend(kept.iter().map(|e| e.1));
@@ -163,7 +212,11 @@ pub fn build_affinity(
         tau: params.tau,
         top_k: params.top_k,
         min_count: params.min_count,
-        score: "ppmi".to_string(),
+        score: match params.score {
+            AffinityScore::Ppmi => "ppmi",
+            AffinityScore::Covariance => "covariance",
+        }
+        .to_string(),
         corpus: corpus.to_string(),
         tokens: counts.tokens(),
         distinct_pairs: counts.distinct_pairs() as u64,
@@ -205,6 +258,34 @@ mod tests {
         let a = build_affinity(&c, Fingerprint([0; 32]), &params(2), "test").unwrap();
         let (offsets, cols, _) = a.matrix().csr();
         assert_eq!(&cols[offsets[0]..offsets[1]], &[0, 1]);
+    }
+
+    #[test]
+    fn covariance_rows_are_correlations_with_one_on_the_diagonal() {
+        // Tokens 0 and 1 always adjacent, 2 and 3 too; 4 next to 0 and 2 once each.
+        let mut c = CooccurrenceCounts::new(6, 1, 1 << 20).unwrap();
+        for _ in 0..5 {
+            c.count_sequence(&[0, 1]).unwrap();
+            c.count_sequence(&[2, 3]).unwrap();
+        }
+        c.count_sequence(&[4, 0, 4, 2]).unwrap();
+        let covariance = AffinityParams { score: AffinityScore::Covariance, ..params(32) };
+        let a = build_affinity(&c, Fingerprint([0; 32]), &covariance, "test").unwrap();
+        assert_eq!(a.info().score, "covariance");
+        let (offsets, cols, vals) = a.scores().csr();
+        let row0: Vec<(u32, f32)> = (offsets[0]..offsets[1]).map(|k| (cols[k], vals[k])).collect();
+        // Window-1 pairs: {0,1} ×5, {2,3} ×5, {0,4} ×2, {2,4} ×1, so T = 2 · 13 = 26 and the
+        // pair marginals are r_0 = 7, r_1 = 5: P_01 = 5/26, P_0 = 7/26, P_1 = 5/26.
+        assert_eq!((c.get(0, 1), c.get(0, 4), c.get(2, 4)), (5, 2, 1));
+        let (p01, p0, p1): (f64, f64, f64) = (5.0 / 26.0, 7.0 / 26.0, 5.0 / 26.0);
+        let want01 = (p01 - p0 * p1) / (p0 * (1.0 - p0) * p1 * (1.0 - p1)).sqrt();
+        assert_eq!(row0.iter().map(|e| e.0).collect::<Vec<_>>(), vec![0, 1, 4]);
+        assert!((row0[0].1 - 1.0).abs() < 1e-6, "Ω_00 = 1: {row0:?}");
+        assert!((f64::from(row0[1].1) - want01).abs() < 1e-6, "Ω_01 {} vs {want01}", row0[1].1);
+        // PPMI would score the self entry as the row's best, not 1.
+        let ppmi = build_affinity(&c, Fingerprint([0; 32]), &params(32), "test").unwrap();
+        let (offsets, _, vals) = ppmi.scores().csr();
+        assert!((vals[offsets[0]] - 1.0).abs() > 1e-3);
     }
 
     #[test]

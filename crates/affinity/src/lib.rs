@@ -42,13 +42,13 @@
 //! # }
 //! ```
 //!
-//! ## Reconstructions
+//! ## What follows the paper, and what is ours
 //!
-//! The RDK paper's Eq. 2 (how `M` is made), Eq. 3 and Algorithm 3 (FR pruning) were not
-//! available to this project. [`build`] documents the construction used here (positive PMI of
-//! windowed co-occurrence, self-affinity equal to the row's best score, top-k, softmax with
-//! temperature `τ`); [`shortlist`] documents the pruning rule (top-m by corpus frequency, the
-//! end-of-sequence token forced in).
+//! [`build`] offers the paper's Eq. 2 score, a normalized covariance `Ω` estimated from windowed
+//! co-occurrence ([`AffinityScore::Covariance`]), beside ours (positive PMI with a self-score
+//! equal to the row's best, [`AffinityScore::Ppmi`], the default); both keep the top k entries
+//! per row and take a softmax at temperature `τ`. [`shortlist`] documents the pruning rule
+//! (top-m by corpus frequency, the end-of-sequence token forced in).
 //!
 //! ## Quirks
 //!
@@ -67,7 +67,7 @@ pub mod shortlist;
 mod tokenized;
 
 pub use affinity::{AFFINITY_FORMAT, AFFINITY_FORMAT_VERSION, Affinity, AffinityInfo};
-pub use build::{AffinityParams, build_affinity};
+pub use build::{AffinityParams, AffinityScore, build_affinity};
 pub use cooccurrence::CooccurrenceCounts;
 pub use error::{Error, Result};
 pub use shortlist::{EOS_NAMES, EosRule, MAX_DRAFTER_VOCAB, Shortlist, ShortlistParams, TokenFrequencies};

@@ -38,12 +38,14 @@
 //! # }
 //! ```
 //!
-//! ## Reconstructions
+//! ## What follows the paper, and what is ours
 //!
-//! The paper's §3.1, §4.4 and §4.5 were not available to us: the segmentation into words, the
-//! running-text tokenization, the aggregation of continuation counts and the ranking used for
-//! `max_entries` follow the issue's description and are documented where they are implemented
-//! ([`words`], [`running_text`], [`table`]).
+//! The construction follows dictspec.txt §3.1 (every split of every tokenized n-gram, the most
+//! frequent continuation per prefix, [`table`]) and §4.4 (prefixes and continuations of at most
+//! 8 tokens; [`BuildParams::default`] is the deployed n1+n2+n3, 200k entries, p_min 0.8). Ours,
+//! documented where they live: the segmentation into words ([`words`]), the running-text
+//! tokenization ([`running_text`]), `min_count` and the cap on tokenized n-grams
+//! ([`BuildParams`]).
 //!
 //! ## Quirks
 //!

@@ -60,7 +60,7 @@ fn toy_walks(c: &mut Criterion) {
             let after_target = MarkovChain::random(target.len(), drafter.len(), 1.0, &mut rng);
             let after_drafter = MarkovChain::random(drafter.len(), drafter.len(), 1.0, &mut rng);
             let model = MarkovTreeModel::new(after_target, after_drafter).expect("valid chains");
-            let config = SlrsConfig { lookahead: None, budget: u64::MAX };
+            let config = SlrsConfig { lookahead: None, budget: u64::MAX, ..SlrsConfig::default() };
             let mut slrs = SlrsDrafter::new(model, space, config).expect("within budget");
             let sampling = SamplingConfig::default();
             group.bench_function(format!("{name}/L={max_len}/positions={positions}"), |b| {
@@ -97,7 +97,7 @@ fn real_pair(c: &mut Criterion) {
         let mut text =
             TextTreeModel::new(model.clone(), tokenizer(&target_dir), tokenizer(&drafter_dir)).expect("tree model");
         text.set_tree_batching(batched);
-        let config = SlrsConfig { lookahead: None, budget: u64::MAX };
+        let config = SlrsConfig { lookahead: None, budget: u64::MAX, ..SlrsConfig::default() };
         let mut slrs = SlrsDrafter::new(text, space.clone(), config).expect("budget");
         for (name, sampling) in [("greedy", SamplingConfig::greedy()), ("temperature_1", SamplingConfig::default())] {
             group.bench_function(format!("{name}/{scoring}/one_token/worst_positions={positions}"), |b| {

@@ -142,6 +142,7 @@ struct BuildReport {
 
 fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let params = AffinityParams {
+        score: anyspec_affinity::AffinityScore::default(),
         window: args.window,
         tau: args.tau,
         top_k: args.top_k,

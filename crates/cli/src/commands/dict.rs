@@ -74,11 +74,12 @@ struct BuildArgs {
     /// Word n-gram orders that contribute, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     orders: Vec<usize>,
-    /// Most entries (prefixes) kept, the most frequent first.
+    /// Most entries (prefixes) kept, the most frequent first (DictSpec §4.4 deploys 200k).
     #[arg(long, default_value_t = 200_000)]
     max_entries: usize,
-    /// Keep a prefix's best continuation only if its probability is at least this.
-    #[arg(long, default_value_t = 0.1)]
+    /// Keep a prefix's best continuation only if its probability is at least this (DictSpec's
+    /// p_min; §4.4 deploys 0.8).
+    #[arg(long, default_value_t = 0.8)]
     min_prob: f64,
     /// Longest prefix (context suffix) in tokens, 1–8.
     #[arg(long, default_value_t = 8)]

@@ -518,7 +518,7 @@ fn hetero_drafter(
         rdk,
         shortlist,
         context: args.drafter_context.into(),
-        slrs: SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget },
+        slrs: SlrsConfig { lookahead: args.slrs_lookahead, budget: args.slrs_budget, ..SlrsConfig::default() },
         ..hetero::Options::default()
     };
     let built = hetero::build(AlgoRequest::Fixed(chosen), &pair, model()?, options).map_err(|err| {

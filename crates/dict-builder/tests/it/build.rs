@@ -19,7 +19,9 @@ fn hand_checked_entries() {
     assert_eq!(counts.get(3, "Thank you for"), 2);
     assert_eq!(counts.get(1, "Добрий"), 2);
 
-    let bytes = build_dictionary(&counts, &vocabulary, &BuildParams::default(), 2, &NoProgress).unwrap();
+    // p_min 0.1 (below the paper's grid) keeps every entry checked below.
+    let loose = BuildParams { min_prob: 0.1, ..BuildParams::default() };
+    let bytes = build_dictionary(&counts, &vocabulary, &loose, 2, &NoProgress).unwrap();
     let dir = temp_dir("hand");
     let path = dir.join("fixture.dict");
     write_dictionary(&path, &bytes).unwrap();
@@ -43,7 +45,20 @@ fn hand_checked_entries() {
     let strict = Dictionary::from_bytes(bytes, &path, &vocabulary.fingerprint()).unwrap();
     assert_eq!(strict.get(&ids(&vocabulary, "Thank")), None);
     assert_eq!(strict.get(&ids(&vocabulary, " гарне")), Some(ids(&vocabulary, " місто")));
+    // The default, the paper's p_min 0.8, drops " гарне" (3/5) too and keeps "Добрий" (2/2).
+    let bytes = build_dictionary(&counts, &vocabulary, &BuildParams::default(), 2, &NoProgress).unwrap();
+    let deployed = Dictionary::from_bytes(bytes, &path, &vocabulary.fingerprint()).unwrap();
+    assert_eq!(deployed.get(&ids(&vocabulary, " гарне")), None);
+    assert_eq!(deployed.get(&ids(&vocabulary, "Добрий")), Some(ids(&vocabulary, " день")));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_defaults_are_the_papers_deployed_configuration() {
+    // dictspec.txt §4.5.3 and §4.6: n123, 200k entries, p_min 0.8; §4.4: at most 8 tokens.
+    let p = BuildParams::default();
+    assert_eq!((p.orders.as_slice(), p.max_entries, p.min_prob), (&[1, 2, 3][..], 200_000, 0.8));
+    assert_eq!((p.max_prefix, p.max_continuation), (8, 8));
 }
 
 #[test]

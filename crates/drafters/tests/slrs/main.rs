@@ -1,6 +1,8 @@
 //! SLRS end to end on toy models with string-valued tokens: ψ against a brute-force enumeration,
 //! the walk against ψ, the emitted tokens against the target's distribution (and the power of
-//! that test against the literal "sum over segmentations" ψ), greedy decoding, the budget.
+//! that test against a ψ summed over every segmentation, and against the other rule's ψ), greedy
+//! decoding, the budget. Both proposal rules are checked: ours (`LongestAtBoundary`) and the
+//! paper's (`FirstTargetToken`, hetero-vocab-sd.txt Algorithm 3 with Thm 3.2's ψ).
 
 mod real_model;
 mod stats;
@@ -10,7 +12,9 @@ use std::ops::ControlFlow;
 use anyspec_core::toy::{MarkovChain, MarkovTarget};
 use anyspec_core::{Draft, DraftOrigin, Drafter, GenerationConfig, SamplingConfig, generate};
 use anyspec_drafters::Error;
-use anyspec_drafters::slrs::{MarkovTreeModel, SlrsConfig, SlrsDrafter, StringSpace, TokenTreeModel, Walk};
+use anyspec_drafters::slrs::{
+    MarkovTreeModel, ProposalRule, SlrsConfig, SlrsDrafter, StringSpace, TokenTreeModel, Walk,
+};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -50,6 +54,46 @@ fn pair(seed: u64, sharpness: f64) -> Pair {
 
 fn drafter(model: MarkovTreeModel, lookahead: Option<usize>) -> SlrsDrafter<MarkovTreeModel> {
     SlrsDrafter::new(model, space(), SlrsConfig { lookahead, ..SlrsConfig::default() }).unwrap()
+}
+
+fn paper_drafter(model: MarkovTreeModel, lookahead: Option<usize>) -> SlrsDrafter<MarkovTreeModel> {
+    let config = SlrsConfig { lookahead, rule: ProposalRule::FirstTargetToken, ..SlrsConfig::default() };
+    SlrsDrafter::new(model, space(), config).unwrap()
+}
+
+/// The law of the paper's walk written out independently (hetero-vocab-sd.txt Algorithm 3 with
+/// longest-prefix tokenization): recurse over every drafter-token sequence; stop when `lookahead`
+/// tokens were drawn or no target string has the spelled string as a proper prefix, and credit
+/// the longest target string that prefixes the spelled string.
+fn paper_brute_force(model: &MarkovTreeModel, context: &[u32], lookahead: usize) -> (Vec<f64>, f64) {
+    fn visit(
+        model: &MarkovTreeModel,
+        context: &[u32],
+        lookahead: usize,
+        sequence: &mut Vec<u32>,
+        spelled: &str,
+        probability: f64,
+        law: &mut (Vec<f64>, f64),
+    ) {
+        let open = TARGET.iter().any(|t| t.len() > spelled.len() && t.starts_with(spelled));
+        if sequence.len() == lookahead || !open {
+            let first = TARGET.iter().enumerate().filter(|(_, t)| spelled.starts_with(*t)).max_by_key(|(_, t)| t.len());
+            match first {
+                Some((t, _)) => law.0[t] += probability,
+                None => law.1 += probability,
+            }
+            return;
+        }
+        for (d, piece) in DRAFTER.iter().enumerate() {
+            let q = model.probability(context, sequence, d as u32).unwrap();
+            sequence.push(d as u32);
+            visit(model, context, lookahead, sequence, &format!("{spelled}{piece}"), probability * q, law);
+            sequence.pop();
+        }
+    }
+    let mut law = (vec![0.0; TARGET.len()], 0.0);
+    visit(model, context, lookahead, &mut Vec::new(), "", 1.0, &mut law);
+    law
 }
 
 /// The walk's law written out independently: recurse over every drafter-token sequence (no
@@ -208,20 +252,33 @@ fn emitted_sequences_follow_the_target_distribution_with_a_lookahead_and_top_k()
     assert!(g.p_value > PASS_P_VALUE, "{g:?}");
 }
 
-/// A broken variant: the same walks, verified against another ψ — either the paper's definition
-/// read literally, `ψ(t) = Σ_{x spells t} P(x)`, which ignores that a walk through `t` may go on
-/// to a longer token, or the right law for another lookahead than the walk used.
+/// The law a broken variant verifies against.
+enum Law {
+    /// `ψ(t) = Σ_{x spells t} P(x)` over every segmentation of `t`, ignoring that a walk through
+    /// `t` may go on to a longer token (no stopping rule).
+    AllSegmentations,
+    /// Our rule's law for walks of at most `n` drafter tokens.
+    Boundary(usize),
+    /// The paper's rule's law for walks of at most `n` drafter tokens.
+    Paper(usize),
+}
+
+/// A broken variant: the same walks, verified against another ψ — a sum over every
+/// segmentation, the right rule's law for another lookahead than the walk used, or the other
+/// rule's law.
 struct WrongPsi {
     inner: SlrsDrafter<MarkovTreeModel>,
     model: MarkovTreeModel,
-    /// `Some(n)`: the law of walks of at most `n` drafter tokens; `None`: the literal sum.
-    law_lookahead: Option<usize>,
+    law: Law,
 }
 
 impl WrongPsi {
     fn row(&self, context: &[u32]) -> Vec<f32> {
-        let (psi, _, literal) = BruteForce::run(&self.model, context, self.law_lookahead.unwrap_or(usize::MAX));
-        let row = if self.law_lookahead.is_some() { psi } else { literal };
+        let row = match self.law {
+            Law::AllSegmentations => BruteForce::run(&self.model, context, usize::MAX).2,
+            Law::Boundary(n) => BruteForce::run(&self.model, context, n).0,
+            Law::Paper(n) => paper_brute_force(&self.model, context, n).0,
+        };
         row.iter().map(|&x| x as f32).collect()
     }
 }
@@ -258,10 +315,12 @@ impl Drafter for WrongPsi {
 }
 
 #[test]
-fn the_literal_sum_over_segmentations_is_caught() {
+fn a_sum_over_all_segmentations_is_caught() {
+    // Thm 3.2's ψ sums over the sequences Algorithm 3 samples (stopped by S_1); summing over
+    // every segmentation of t, stopped or not, is not the law of any walk and is not lossless.
     let p = pair(6, 1.5);
     let target = p.target.clone();
-    let mut broken = WrongPsi { model: p.model.clone(), inner: drafter(p.model, None), law_lookahead: None };
+    let mut broken = WrongPsi { model: p.model.clone(), inner: drafter(p.model, None), law: Law::AllSegmentations };
     let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 60);
     let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
     assert!(g.p_value < POWER_P_VALUE, "{g:?}");
@@ -274,7 +333,7 @@ fn psi_for_another_lookahead_than_the_walk_is_caught() {
     let p = pair(6, 1.5);
     let target = p.target.clone();
     let mut broken =
-        WrongPsi { model: p.model.clone(), inner: drafter(p.model, Some(1)), law_lookahead: Some(usize::MAX) };
+        WrongPsi { model: p.model.clone(), inner: drafter(p.model, Some(1)), law: Law::Boundary(usize::MAX) };
     let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 61);
     let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
     assert!(g.p_value < POWER_P_VALUE, "{g:?}");
@@ -377,14 +436,19 @@ fn sampled_drafts_carry_sub_distributions_that_contain_the_tokens() {
 fn an_expansion_over_budget_is_refused_before_generation_with_a_lookahead_that_fits() {
     let p = pair(10, 1.0);
     let worst = SlrsDrafter::new(p.model.clone(), space(), SlrsConfig::default()).unwrap().plan().worst_case(None);
-    let err =
-        SlrsDrafter::new(p.model.clone(), space(), SlrsConfig { lookahead: None, budget: worst - 1 }).unwrap_err();
+    let err = SlrsDrafter::new(
+        p.model.clone(),
+        space(),
+        SlrsConfig { lookahead: None, budget: worst - 1, ..SlrsConfig::default() },
+    )
+    .unwrap_err();
     let Error::SlrsBudget { positions, advice, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*positions, worst);
     // In library terms: the lookahead that fits, no command-line flag (the CLI adds its own).
     assert!(err.to_string().contains("lookahead to 2") && !err.to_string().contains("--"), "{err}");
     assert!(advice.contains("lower the lookahead to 2"), "{advice}");
-    SlrsDrafter::new(p.model, space(), SlrsConfig { lookahead: Some(2), budget: worst - 1 }).unwrap();
+    SlrsDrafter::new(p.model, space(), SlrsConfig { lookahead: Some(2), budget: worst - 1, ..SlrsConfig::default() })
+        .unwrap();
 }
 
 #[test]
@@ -399,5 +463,110 @@ fn drafter_positions_never_exceed_the_predicted_worst_case() {
         most = most.max(d.last_cost().positions);
     }
     // Every drafter probability is positive, so the worst case is reached exactly.
+    assert_eq!(most, worst);
+}
+
+#[test]
+fn psi_of_the_papers_rule_equals_its_brute_force_law_and_differs_from_ours() {
+    let mut differs = false;
+    for (seed, lookahead) in [(1, None), (2, Some(2)), (3, Some(1)), (4, None)] {
+        let p = pair(seed, 1.5);
+        let brute_model = p.model.clone();
+        let mut d = paper_drafter(p.model, lookahead);
+        let mut rng = StdRng::seed_from_u64(seed);
+        for last in 0..TARGET.len() as u32 {
+            let context = [last];
+            let Walk { psi, no_proposal: none, .. } = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+            let (want, want_none) = paper_brute_force(&brute_model, &context, lookahead.unwrap_or(usize::MAX));
+            for (t, (got, want)) in psi.iter().zip(&want).enumerate() {
+                assert!((got - want).abs() < 1e-6, "seed {seed} context {last} token {t}: ψ {got} vs {want}");
+            }
+            assert!((none - want_none).abs() < 1e-6, "no proposal: {none} vs {want_none}");
+            let (ours, _, _) = BruteForce::run(&brute_model, &context, lookahead.unwrap_or(usize::MAX));
+            differs |= ours.iter().zip(&psi).any(|(a, b)| (a - b).abs() > 1e-3);
+        }
+    }
+    assert!(differs, "the two rules gave the same ψ everywhere: this test cannot tell them apart");
+}
+
+#[test]
+fn the_papers_walk_proposes_each_token_with_probability_psi() {
+    let p = pair(5, 1.5);
+    let mut d = paper_drafter(p.model, None);
+    let mut rng = StdRng::seed_from_u64(51);
+    let context = [2u32];
+    let Walk { psi, no_proposal: none, .. } = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap();
+    let mut counts = vec![0u64; TARGET.len() + 1];
+    for _ in 0..40_000 {
+        let proposal = d.walk(&context, &SamplingConfig::default(), &mut rng).unwrap().proposal;
+        counts[proposal.map_or(TARGET.len(), |t| t as usize)] += 1;
+    }
+    let mut expected = psi.clone();
+    expected.push(none);
+    let g = g_test(&counts, &expected);
+    assert!(g.p_value > PASS_P_VALUE, "{g:?} counts {counts:?} expected {expected:?}");
+}
+
+#[test]
+fn emitted_sequences_follow_the_target_distribution_under_the_papers_rule() {
+    for (lookahead, seed) in [(None, 62), (Some(2), 63)] {
+        let p = pair(6, 1.5);
+        let target = p.target.clone();
+        let mut d = paper_drafter(p.model, lookahead);
+        let counts = emitted_counts(&target, &mut d, 3, 3, 60_000, seed);
+        let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+        assert!(g.p_value > PASS_P_VALUE, "lookahead {lookahead:?}: {g:?}");
+    }
+}
+
+#[test]
+fn the_papers_walks_verified_against_our_rules_psi_are_caught() {
+    // The power check of the test above: same walks, the other rule's law.
+    let p = pair(6, 1.5);
+    let target = p.target.clone();
+    let mut broken =
+        WrongPsi { model: p.model.clone(), inner: paper_drafter(p.model, None), law: Law::Boundary(usize::MAX) };
+    let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 64);
+    let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+    assert!(g.p_value < POWER_P_VALUE, "{g:?}");
+}
+
+#[test]
+fn our_walks_verified_against_the_papers_psi_are_caught() {
+    let p = pair(6, 1.5);
+    let target = p.target.clone();
+    let mut broken = WrongPsi { model: p.model.clone(), inner: drafter(p.model, None), law: Law::Paper(usize::MAX) };
+    let counts = emitted_counts(&target, &mut broken, 3, 3, 20_000, 65);
+    let g = g_test(&counts, &sequence_probabilities(&target, 3, 3));
+    assert!(g.p_value < POWER_P_VALUE, "{g:?}");
+}
+
+#[test]
+fn greedy_slrs_under_the_papers_rule_reproduces_autoregressive_decoding() {
+    for seed in 0..6 {
+        let p = pair(seed, 2.0);
+        let config =
+            GenerationConfig { gamma: 3, max_new_tokens: 30, sampling: SamplingConfig::greedy(), ..Default::default() };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut target = MarkovTarget::new(p.target.clone()).unwrap();
+        let plain = generate(&mut target, None, &[0], &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+        let mut d = paper_drafter(p.model, None);
+        let spec =
+            generate(&mut target, Some(&mut d), &[0], &config, &mut rng, &mut |_| ControlFlow::Continue(())).unwrap();
+        assert_eq!(spec.tokens, plain.tokens, "seed {seed}");
+    }
+}
+
+#[test]
+fn drafter_positions_under_the_papers_rule_never_exceed_its_predicted_worst_case() {
+    let p = pair(11, 0.5);
+    let mut d = paper_drafter(p.model, None);
+    let worst = d.plan().worst_case(None);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut most = 0;
+    for last in 0..TARGET.len() as u32 {
+        d.propose(&[last], 1, &SamplingConfig::default(), &mut rng).unwrap();
+        most = most.max(d.last_cost().positions);
+    }
     assert_eq!(most, worst);
 }

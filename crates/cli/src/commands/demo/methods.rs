@@ -149,7 +149,7 @@ fn hetero(a: &Assets, d: &HeteroDrafter, algo: Algo) -> anyhow::Result<Box<dyn D
     let rdk = (algo == Algo::Rdk).then(|| RdkForm::Exact(a.affinity.matrix().clone()));
     let options = hetero::Options {
         rdk,
-        slrs: SlrsConfig { lookahead: None, budget: a.slrs_budget },
+        slrs: SlrsConfig { lookahead: None, budget: a.slrs_budget, ..SlrsConfig::default() },
         slrs_fit_lookahead: true,
         ..hetero::Options::default()
     };

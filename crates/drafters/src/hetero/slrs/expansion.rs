@@ -14,12 +14,22 @@
 //! So `ψ(t) = Σ_{x ends the walk, last(x) = t} mass(x)`, and the mass with `last(x)` undefined is
 //! the probability of no proposal. The walk itself samples one path of the same tree, from the
 //! same rows, while the tree is expanded: it costs no extra drafter call.
+//!
+//! With [`ProposalRule::FirstTargetToken`] (hetero-vocab-sd.txt Algorithm 3 with Thm 3.2's ψ)
+//! the same tree is expanded, but a sequence's proposal is the first target token of the string
+//! it spells (the longest target surface that is a prefix of it, [`StringSpace::first_token`]),
+//! wherever that surface ends, and a node is scored while that first token is not determined
+//! (some target surface extends the string) and the lookahead allows. A drafter token that
+//! leaves the trie is followed byte by byte to find the first token of the string it makes
+//! ([`StringSpace::step`]): this costs one pass over the drafter tokens of non-zero probability
+//! per scored node.
 
 use anyspec_core::SamplingConfig;
 use anyspec_core::sampling::{logits_to_probs_into, sample};
 use rand::RngCore;
 
-use super::space::{ROOT, StringSpace};
+use super::ProposalRule;
+use super::space::{ROOT, Step, StringSpace};
 use super::tree_model::TokenTreeModel;
 use crate::error::Error;
 
@@ -53,6 +63,8 @@ pub(crate) struct Limits {
     pub(crate) lookahead: usize,
     /// Most positions scored.
     pub(crate) budget: u64,
+    /// Which target token a walk proposes.
+    pub(crate) rule: ProposalRule,
 }
 
 /// Runs one walk from `context` and computes ψ over the whole tree.
@@ -84,7 +96,11 @@ pub(crate) fn expand(
         let mut live = Vec::with_capacity(frontier.len());
         for (i, node) in frontier.into_iter().enumerate() {
             let is_walk = walk == Ok(i);
-            if depth < limits.lookahead && space.reachable(node.trie_node) {
+            let open = match limits.rule {
+                ProposalRule::LongestAtBoundary => space.reachable(node.trie_node),
+                ProposalRule::FirstTargetToken => space.extendable(node.trie_node),
+            };
+            if depth < limits.lookahead && open {
                 if is_walk {
                     walk = Ok(live.len());
                 }
@@ -123,8 +139,15 @@ pub(crate) fn expand(
             let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
             // The walk draws its next drafter token from the very row ψ is computed from.
             let drawn = if walking == Ok(i) { Some(sample(&probs, rng)?) } else { None };
-            if drawn.is_some() {
-                walk_next = Err(node.last);
+            if let Some(d) = drawn {
+                // Overwritten below when `d` is one of the node's moves.
+                walk_next = Err(match limits.rule {
+                    ProposalRule::LongestAtBoundary => node.last,
+                    ProposalRule::FirstTargetToken => match space.step(node.trie_node, d) {
+                        Step::Leaves(t) => t,
+                        Step::Move => None,
+                    },
+                });
             }
             let mut stay = 0.0f64;
             for (d, v) in space.moves(node.trie_node) {
@@ -139,14 +162,26 @@ pub(crate) fn expand(
                 let mut tokens = Vec::with_capacity(node.tokens.len() + 1);
                 tokens.extend_from_slice(&node.tokens);
                 tokens.push(d);
-                next.push(Node {
-                    tokens,
-                    probability: node.probability * q,
-                    trie_node: v,
-                    last: space.token(v).or(node.last),
-                });
+                let last = match limits.rule {
+                    ProposalRule::LongestAtBoundary => space.token(v).or(node.last),
+                    ProposalRule::FirstTargetToken => space.first_token(v),
+                };
+                next.push(Node { tokens, probability: node.probability * q, trie_node: v, last });
             }
-            deposit(node.last, node.probability * (1.0 - stay).max(0.0));
+            match limits.rule {
+                ProposalRule::LongestAtBoundary => deposit(node.last, node.probability * (1.0 - stay).max(0.0)),
+                ProposalRule::FirstTargetToken => {
+                    // Each leaving token's mass goes to the first token of the string it makes.
+                    for (d, &p) in probs.iter().enumerate() {
+                        let q = f64::from(p) / total;
+                        if q > 0.0
+                            && let Step::Leaves(t) = space.step(node.trie_node, d as u32)
+                        {
+                            deposit(t, node.probability * q);
+                        }
+                    }
+                }
+            }
         }
         walk = walk_next;
         frontier = next;
@@ -183,7 +218,8 @@ mod tests {
         MarkovChain::new(vec![vec![1.0 / n as f32; n]; rows]).unwrap()
     }
 
-    const UNLIMITED: Limits = Limits { lookahead: usize::MAX, budget: u64::MAX };
+    const UNLIMITED: Limits = Limits { lookahead: usize::MAX, budget: u64::MAX, rule: ProposalRule::LongestAtBoundary };
+    const PAPER: Limits = Limits { rule: ProposalRule::FirstTargetToken, ..UNLIMITED };
 
     #[test]
     fn hand_computed_psi_for_a_uniform_drafter() {
@@ -210,7 +246,7 @@ mod tests {
         let s = space(&["h", "he", "hey"], &["h", "e", "y", "ey", "x"]);
         let mut model = MarkovTreeModel::new(uniform(3, 5), uniform(5, 5)).unwrap();
         let mut rng = StdRng::seed_from_u64(0);
-        let limits = Limits { lookahead: 2, budget: u64::MAX };
+        let limits = Limits { lookahead: 2, ..UNLIMITED };
         let e = expand(&s, &mut model, &[0], &SamplingConfig::default(), limits, &mut rng).unwrap();
         // "h·e" is not scored: all of its mass 1/25 goes to "he".
         assert!((e.psi[1] - 0.04).abs() < 1e-6 && (e.psi[2] - 0.04).abs() < 1e-6, "{:?}", e.psi);
@@ -222,8 +258,33 @@ mod tests {
         let s = space(&["h", "he", "hey"], &["h", "e", "y", "ey", "x"]);
         let mut model = MarkovTreeModel::new(uniform(3, 5), uniform(5, 5)).unwrap();
         let mut rng = StdRng::seed_from_u64(0);
-        let limits = Limits { lookahead: usize::MAX, budget: 2 };
+        let limits = Limits { budget: 2, ..UNLIMITED };
         let err = expand(&s, &mut model, &[0], &SamplingConfig::default(), limits, &mut rng).unwrap_err();
         assert!(format!("{err:?}").contains("SlrsBudgetExceeded { positions: 3, budget: 2 }"), "{err:?}");
+    }
+
+    #[test]
+    fn the_papers_rule_proposes_the_first_target_token_wherever_it_ends() {
+        // Target: "h" (0), "he" (1), "hey" (2); drafter uniform over "h", "e", "y", "ey", "x",
+        // "hex". Algorithm 3 with longest-prefix tokenization: stop once no target surface
+        // extends the string, propose the longest target surface that prefixes it.
+        // Root: "h" (1/6) goes on; "hex" (1/6) leaves after "he" → "he"; the rest → nothing.
+        // "h": "e" goes on; "ey" → "hey" (a leaf); "h", "y", "x", "hex" → "h" (4/6).
+        // "h·e": "y" → "hey"; "ey" leaves at "he" ("hee" is no prefix), and so do "h", "e",
+        // "x", "hex": → "he" (5/6 in all).
+        let s = space(&["h", "he", "hey"], &["h", "e", "y", "ey", "x", "hex"]);
+        let mut model = MarkovTreeModel::new(uniform(3, 6), uniform(6, 6)).unwrap();
+        let mut rng = StdRng::seed_from_u64(0);
+        let sixth = 1.0 / 6.0;
+        let e = expand(&s, &mut model, &[0], &SamplingConfig::default(), PAPER, &mut rng).unwrap();
+        let expected = [sixth * 4.0 * sixth, sixth + sixth * sixth * 5.0 * sixth, sixth * (sixth + sixth * sixth)];
+        for (got, want) in e.psi.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-9, "{:?} vs {expected:?}", e.psi);
+        }
+        assert!((e.no_proposal - 4.0 * sixth).abs() < 1e-9);
+        // Ours never proposes "he" from "hex" (it ends inside a drafter token): ψ(he) differs.
+        let ours = expand(&s, &mut model, &[0], &SamplingConfig::default(), UNLIMITED, &mut rng).unwrap();
+        assert!((ours.psi[1] - sixth * sixth * 5.0 * sixth).abs() < 1e-9, "{:?}", ours.psi);
+        assert!((ours.no_proposal - 5.0 * sixth).abs() < 1e-9);
     }
 }

@@ -1,11 +1,14 @@
 //! How many drafter positions a full ψ expansion scores, known before generation starts.
 
+use super::ProposalRule;
 use super::space::{ROOT, StringSpace};
 
 /// The worst-case size of one ψ expansion, level by level.
 ///
 /// A node of the drafter-token tree is scored (one drafter position) when it has fewer than
-/// `lookahead` tokens and a target token can still be reached below it. Pruning zero-probability
+/// `lookahead` tokens and a target token can still be reached below it at a drafter-token
+/// boundary ([`ProposalRule::LongestAtBoundary`]), or some target surface still extends its
+/// string ([`ProposalRule::FirstTargetToken`]). Pruning zero-probability
 /// branches only removes nodes, so the count with every drafter probability positive is an exact
 /// upper bound, and it depends on the two vocabularies alone. It is the number of ways to spell
 /// each live prefix of a target surface with drafter tokens — the decomposition counts of
@@ -21,8 +24,13 @@ pub struct ExpansionPlan {
 }
 
 impl ExpansionPlan {
-    /// Counts the positions level by level until no live node remains.
+    /// Counts the positions level by level until no live node remains, for the default rule.
     pub fn new(space: &StringSpace) -> ExpansionPlan {
+        ExpansionPlan::with_rule(space, ProposalRule::default())
+    }
+
+    /// Counts the positions level by level until no live node remains, for `rule`.
+    pub fn with_rule(space: &StringSpace, rule: ProposalRule) -> ExpansionPlan {
         let nodes = space.node_count();
         let mut frontier = vec![0u64; nodes];
         frontier[ROOT as usize] = 1;
@@ -34,7 +42,11 @@ impl ExpansionPlan {
             let mut scored = 0u64;
             for &u in &live {
                 let count = frontier[u as usize];
-                if count == 0 || !space.reachable(u) {
+                let open = match rule {
+                    ProposalRule::LongestAtBoundary => space.reachable(u),
+                    ProposalRule::FirstTargetToken => space.extendable(u),
+                };
+                if count == 0 || !open {
                     continue;
                 }
                 scored = scored.saturating_add(count);

@@ -40,6 +40,29 @@ pub struct StringSpace {
     move_token: Vec<u32>,
     move_node: Vec<u32>,
     proposable: usize,
+    /// Per node: the longest target surface that is a prefix of the node's string (the node's
+    /// own token included), `NO_TOKEN` for none: the first token of the string under longest-
+    /// prefix tokenization, for [`super::ProposalRule::FirstTargetToken`].
+    first_token: Vec<u32>,
+    /// The target trie's edges, CSR by node: `child_start[u]..child_start[u + 1]` index
+    /// `child_byte` (sorted) and `child_node`.
+    child_start: Vec<u32>,
+    child_byte: Vec<u8>,
+    child_node: Vec<u32>,
+    /// Drafter surfaces by id, concatenated: `drafter_bytes[drafter_start[d]..drafter_start[d + 1]]`
+    /// (empty for a token without a surface).
+    drafter_bytes: Vec<u8>,
+    drafter_start: Vec<u32>,
+}
+
+/// Where appending one drafter token to a trie node's string goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The string stays inside the trie (the token is one of the node's moves).
+    Move,
+    /// The string leaves the trie (or the token has no surface): the longest target surface
+    /// that is a prefix of the new string, if any.
+    Leaves(Option<u32>),
 }
 
 const NO_TOKEN: u32 = u32::MAX;
@@ -182,7 +205,47 @@ impl StringSpace {
                 move_node[start..end].iter().any(|&v| node_token[v as usize] != NO_TOKEN || reachable[v as usize]);
         }
 
+        // Longest surface prefix of each node's string: parents come before children in depth
+        // order, so one pass from the root down settles it.
+        let mut first_token = vec![NO_TOKEN; nodes];
+        let mut by_depth: Vec<u32> = (0..nodes as u32).collect();
+        by_depth.sort_unstable_by_key(|&n| depth[n as usize]);
+        let mut child_start = Vec::with_capacity(nodes + 1);
+        let mut child_byte = Vec::new();
+        let mut child_node = Vec::new();
+        for node in 0..nodes {
+            child_start.push(child_byte.len() as u32);
+            for &(byte, child) in &target.children[node] {
+                child_byte.push(byte);
+                child_node.push(child);
+            }
+        }
+        child_start.push(child_byte.len() as u32);
+        for &node in &by_depth {
+            let own = node_token[node as usize];
+            if own != NO_TOKEN {
+                first_token[node as usize] = own;
+            }
+            let inherited = first_token[node as usize];
+            for &(_, child) in &target.children[node as usize] {
+                first_token[child as usize] = inherited;
+            }
+        }
+        let mut drafter_bytes = Vec::new();
+        let mut drafter_start = Vec::with_capacity(drafter_surfaces.len() + 1);
+        for surface in drafter_surfaces {
+            drafter_start.push(drafter_bytes.len() as u32);
+            drafter_bytes.extend_from_slice(surface.unwrap_or(&[]));
+        }
+        drafter_start.push(drafter_bytes.len() as u32);
+
         Ok(StringSpace {
+            first_token,
+            child_start,
+            child_byte,
+            child_node,
+            drafter_bytes,
+            drafter_start,
             target_vocab_size,
             drafter_vocab_size,
             drafter_ids_needed,
@@ -238,6 +301,43 @@ impl StringSpace {
 
     pub(crate) fn reachable(&self, node: u32) -> bool {
         self.reachable[node as usize]
+    }
+
+    /// Whether some target surface has `node`'s string as a proper prefix: while it does, the
+    /// first target token of a longer string is not yet determined.
+    pub(crate) fn extendable(&self, node: u32) -> bool {
+        self.child_start[node as usize] < self.child_start[node as usize + 1]
+    }
+
+    /// The longest target surface that is a prefix of `node`'s string.
+    pub(crate) fn first_token(&self, node: u32) -> Option<u32> {
+        let t = self.first_token[node as usize];
+        (t != NO_TOKEN).then_some(t)
+    }
+
+    fn child(&self, node: u32, byte: u8) -> Option<u32> {
+        let (start, end) = (self.child_start[node as usize] as usize, self.child_start[node as usize + 1] as usize);
+        self.child_byte[start..end].binary_search(&byte).ok().map(|at| self.child_node[start + at])
+    }
+
+    /// Appends drafter token `d`'s surface to `node`'s string, byte by byte down the trie.
+    pub(crate) fn step(&self, node: u32, d: u32) -> Step {
+        let d = d as usize;
+        if d + 1 >= self.drafter_start.len() {
+            return Step::Leaves(self.first_token(node));
+        }
+        let surface = &self.drafter_bytes[self.drafter_start[d] as usize..self.drafter_start[d + 1] as usize];
+        if surface.is_empty() {
+            return Step::Leaves(self.first_token(node));
+        }
+        let mut at = node;
+        for &byte in surface {
+            match self.child(at, byte) {
+                Some(next) => at = next,
+                None => return Step::Leaves(self.first_token(at)),
+            }
+        }
+        Step::Move
     }
 
     /// The moves `(drafter token, next node)` out of `node`.
