@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyspec_affinity::{AffinityParams, CooccurrenceCounts, EosRule, Shortlist, ShortlistParams, TokenFrequencies};
+use anyspec_affinity::{
+    AffinityParams, AffinityScore, CooccurrenceCounts, EosRule, Shortlist, ShortlistParams, TokenFrequencies,
+};
 use anyspec_core::NoProgress;
 use anyspec_core::projection::{ABSENT, IdMap, rdk_exact, tli_projection};
 use anyspec_dict_builder::CorpusOptions;
@@ -53,7 +55,14 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
     let options = CorpusOptions::default();
     let counts =
         CooccurrenceCounts::count_files(&corpus, &options, &vocab, params.window, params.max_pairs, 0, &NoProgress)?;
-    let affinity = anyspec_affinity::build_affinity(&counts, vocab.fingerprint(), &params, "corpus.txt.gz")?;
+    // Both scores from the same counts: ours (PPMI) and the paper's Eq. 2 (covariance Ω).
+    let affinities = [AffinityScore::Ppmi, AffinityScore::Covariance]
+        .map(|score| {
+            let params = AffinityParams { score, ..params.clone() };
+            anyspec_affinity::build_affinity(&counts, vocab.fingerprint(), &params, "corpus.txt.gz")
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
     let frequencies = TokenFrequencies::count_files(&corpus, &options, &vocab, 0, &NoProgress)?;
 
     let device = DeviceChoice::Cpu.device()?;
@@ -87,11 +96,14 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
          `assets/demo/drafter-same` (one tokenizer, {n} tokens), {} positions of the {} held-out prompts, \
          temperature 1. The drafter's vocabulary is FR-pruned to the m most frequent tokens of \
          `corpus.txt.gz` (end-of-sequence kept); RDK uses the affinity matrix built from the same corpus \
-         (window {}, top-k {}, PPMI), restricted to the kept tokens, at three temperatures τ. {:.0} s.\n\n\
-         Reading: on these models the co-occurrence affinity does not predict where the target puts the \
-         mass the pruned drafter lacks (window neighbours are not substitutes), so RDK costs acceptance \
-         at every pruning level, least with a small τ (rows that keep most mass on the token itself). \
-         A few hundred positions make the third decimal noisy.\n",
+         (window {}, top-k {}), restricted to the kept tokens, at three temperatures τ, with each score: \
+         PPMI (ours) and the paper's Eq. 2 covariance Ω (`--score covariance`). {:.0} s.\n\n\
+         Reading: with PPMI (ours) the affinity does not predict where the target puts the mass the \
+         pruned drafter lacks (window neighbours are not substitutes), so RDK costs acceptance at every \
+         pruning level. With the paper's covariance Ω (its rows keep Ω_ii = 1, the largest score, and \
+         spread the rest by correlation) RDK gains over TLI at every level at τ = 0.25, most where the \
+         pruning is deepest; at τ = 1 it spreads too much and loses. A few hundred positions make the \
+         third decimal noisy.\n",
         positions.len(),
         prompts.len(),
         params.window,
@@ -100,10 +112,11 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
     )?;
     writeln!(
         md,
-        "| kept m | q(S) | p(S) | full | masked-only | TLI | RDK τ={} | RDK τ={} | RDK τ={} | best RDK − TLI |",
+        "| kept m | q(S) | p(S) | full | masked-only | TLI | RDK PPMI τ={0} | τ={1} | τ={2} | RDK Ω τ={0} | τ={1} | \
+         τ={2} | best RDK − TLI |",
         TAUS[0], TAUS[1], TAUS[2]
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for &m in LEVELS.iter().filter(|&&m| m <= n) {
         let list = Shortlist::build(
             &vocab,
@@ -113,16 +126,17 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
         )?;
         let mask = list.mask();
         let map = IdMap::new((0..n as u32).map(|t| if mask[t as usize] { t } else { ABSENT }).collect(), n)?;
-        let restricted = affinity.restricted_to_drafter(&mask)?;
-        let matrices = TAUS
-            .iter()
-            .map(|&tau| {
+        let mut matrices = Vec::new();
+        for affinity in &affinities {
+            let restricted = affinity.restricted_to_drafter(&mask)?;
+            for &tau in &TAUS {
                 let info = anyspec_affinity::AffinityInfo { tau, ..restricted.info().clone() };
-                Ok(anyspec_affinity::Affinity::from_scores(restricted.scores().clone(), info)?.into_parts().0)
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+                matrices
+                    .push(anyspec_affinity::Affinity::from_scores(restricted.scores().clone(), info)?.into_parts().0);
+            }
+        }
         let (mut q_kept, mut p_kept, mut full, mut masked, mut tli_sum) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        let mut rdk_sum = [0.0f64; 3];
+        let mut rdk_sum = [0.0f64; 6];
         for (p, q) in &positions {
             full += acceptance(p, q);
             for t in 0..n {
@@ -141,7 +155,7 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
         let k = positions.len() as f64;
         writeln!(
             md,
-            "| {m} | {:.3} | {:.3} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:+.4} |",
+            "| {m} | {:.3} | {:.3} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:+.4} |",
             q_kept / k,
             p_kept / k,
             full / k,
@@ -150,6 +164,9 @@ pub(crate) fn run(assets: &Path) -> anyhow::Result<()> {
             rdk_sum[0] / k,
             rdk_sum[1] / k,
             rdk_sum[2] / k,
+            rdk_sum[3] / k,
+            rdk_sum[4] / k,
+            rdk_sum[5] / k,
             (rdk_sum.iter().copied().fold(f64::NEG_INFINITY, f64::max) - tli_sum) / k
         )?;
     }

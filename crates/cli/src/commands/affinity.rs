@@ -51,6 +51,11 @@ struct BuildArgs {
     /// Replace an existing output file even if it is not an affinity matrix (an input is never replaced).
     #[arg(long)]
     force: bool,
+    /// The score each row is a softmax of: ppmi (ours, the default: positive PMI of windowed
+    /// co-occurrence) or covariance (oov-sampling-rdk.txt Eq. 2 / App. C.3: a normalized
+    /// covariance Ω, the correlation of windowed co-occurrence).
+    #[arg(long, value_enum, default_value = "ppmi")]
+    score: ScoreChoice,
     /// Largest distance in tokens at which two tokens co-occur.
     #[arg(long, default_value_t = AffinityParams::default().window)]
     window: usize,
@@ -74,6 +79,24 @@ struct BuildArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `--score`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ScoreChoice {
+    /// Positive PMI of windowed co-occurrence (ours).
+    Ppmi,
+    /// The paper's Eq. 2: normalized covariance Ω.
+    Covariance,
+}
+
+impl From<ScoreChoice> for anyspec_affinity::AffinityScore {
+    fn from(choice: ScoreChoice) -> Self {
+        match choice {
+            ScoreChoice::Ppmi => anyspec_affinity::AffinityScore::Ppmi,
+            ScoreChoice::Covariance => anyspec_affinity::AffinityScore::Covariance,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -142,7 +165,7 @@ struct BuildReport {
 
 fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let params = AffinityParams {
-        score: anyspec_affinity::AffinityScore::default(),
+        score: args.score.into(),
         window: args.window,
         tau: args.tau,
         top_k: args.top_k,

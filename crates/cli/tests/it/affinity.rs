@@ -60,6 +60,37 @@ fn build_then_inspect_with_rows() {
     let text = anyspec(&["affinity", "inspect", &matrix]);
     assert!(text.status.success());
     assert!(String::from_utf8_lossy(&text.stdout).contains("tau 0.5"));
+
+    // The paper's Eq. 2 score: recorded in the file, and the rows differ from PPMI's.
+    let covariance = dir.join("omega.safetensors").display().to_string();
+    let built = json(&anyspec(&[
+        "affinity",
+        "build",
+        "--tokenizer",
+        &tokenizer,
+        "--corpus",
+        &corpus,
+        "-o",
+        &covariance,
+        "--window",
+        "3",
+        "--tau",
+        "0.5",
+        "--top-k",
+        "6",
+        "--min-count",
+        "2",
+        "--score",
+        "covariance",
+        "--json",
+    ]));
+    assert_eq!(built["info"]["score"], "covariance");
+    let row = |path: &str| {
+        json(&anyspec(&["affinity", "inspect", path, "--tokenizer", &tokenizer, "--row", "Ġthe", "--json"]))["rows"][0]
+            ["entries"]
+            .clone()
+    };
+    assert_ne!(row(&covariance), row(&matrix));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
