@@ -28,6 +28,12 @@ const TARGET: [&str; 10] = ["a", "b", "c", "ab", "bc", "ca", "abc", "cab", "bca"
 /// that starts with it proposes nothing.
 const DRAFTER: [&str; 6] = ["a", "b", "c", "ab", "bc", "x"];
 
+/// Our proposal rule (`LongestAtBoundary`), which most tests here are about; the paper's rule is
+/// the default.
+fn ours() -> SlrsConfig {
+    SlrsConfig { rule: ProposalRule::LongestAtBoundary, ..SlrsConfig::default() }
+}
+
 fn surfaces<'a>(strings: &[&'a str]) -> Vec<Option<&'a [u8]>> {
     strings.iter().map(|s| Some(s.as_bytes())).collect()
 }
@@ -53,7 +59,7 @@ fn pair(seed: u64, sharpness: f64) -> Pair {
 }
 
 fn drafter(model: MarkovTreeModel, lookahead: Option<usize>) -> SlrsDrafter<MarkovTreeModel> {
-    SlrsDrafter::new(model, space(), SlrsConfig { lookahead, ..SlrsConfig::default() }).unwrap()
+    SlrsDrafter::new(model, space(), SlrsConfig { lookahead, ..ours() }).unwrap()
 }
 
 fn paper_drafter(model: MarkovTreeModel, lookahead: Option<usize>) -> SlrsDrafter<MarkovTreeModel> {
@@ -361,7 +367,7 @@ fn a_full_drafter_window_shortens_walks_and_psi_follows() {
     for room in [0, 1, 2] {
         let p = pair(12, 1.5);
         let model = Windowed { inner: p.model.clone(), room };
-        let mut d = SlrsDrafter::new(model, space(), SlrsConfig::default()).unwrap();
+        let mut d = SlrsDrafter::new(model, space(), ours()).unwrap();
         let mut rng = StdRng::seed_from_u64(12);
         let Walk { psi, no_proposal: none, .. } = d.walk(&[5], &SamplingConfig::default(), &mut rng).unwrap();
         let (want, want_none, _) = BruteForce::run(&p.model, &[5], room);
@@ -435,20 +441,15 @@ fn sampled_drafts_carry_sub_distributions_that_contain_the_tokens() {
 #[test]
 fn an_expansion_over_budget_is_refused_before_generation_with_a_lookahead_that_fits() {
     let p = pair(10, 1.0);
-    let worst = SlrsDrafter::new(p.model.clone(), space(), SlrsConfig::default()).unwrap().plan().worst_case(None);
-    let err = SlrsDrafter::new(
-        p.model.clone(),
-        space(),
-        SlrsConfig { lookahead: None, budget: worst - 1, ..SlrsConfig::default() },
-    )
-    .unwrap_err();
+    let worst = SlrsDrafter::new(p.model.clone(), space(), ours()).unwrap().plan().worst_case(None);
+    let err = SlrsDrafter::new(p.model.clone(), space(), SlrsConfig { lookahead: None, budget: worst - 1, ..ours() })
+        .unwrap_err();
     let Error::SlrsBudget { positions, advice, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*positions, worst);
     // In library terms: the lookahead that fits, no command-line flag (the CLI adds its own).
     assert!(err.to_string().contains("lookahead to 2") && !err.to_string().contains("--"), "{err}");
     assert!(advice.contains("lower the lookahead to 2"), "{advice}");
-    SlrsDrafter::new(p.model, space(), SlrsConfig { lookahead: Some(2), budget: worst - 1, ..SlrsConfig::default() })
-        .unwrap();
+    SlrsDrafter::new(p.model, space(), SlrsConfig { lookahead: Some(2), budget: worst - 1, ..ours() }).unwrap();
 }
 
 #[test]
