@@ -15,13 +15,18 @@
 //! - [`RouterFile`]: clusters + router + build record in one safetensors artifact, checksummed,
 //!   written atomically, refused against another model ([`model_fingerprint`]).
 //!
-//! Training the router (BCE over multi-label cluster targets, burn autodiff) lives in
+//! - [`build_router`]: the whole offline build for a model and corpus text (clusters, training
+//!   data from the drafter's hidden states and the target's distributions, training, held-out
+//!   recall beside FR-Spec at equal size).
+//!
+//! The router's training loop (BCE over multi-label cluster targets, burn autodiff) lives in
 //! `anyspec-train`; reading a model's hidden states in `anyspec-models`.
 
 #![deny(missing_docs)]
 
 mod artifact;
 mod budget;
+mod build;
 mod clusters;
 mod error;
 mod router;
@@ -29,6 +34,7 @@ mod shortlist;
 
 pub use artifact::{ROUTER_FORMAT, ROUTER_FORMAT_VERSION, RouterFile, RouterInfo, data_digest, model_fingerprint};
 pub use budget::{ClusterBudget, TokenBudget};
+pub use build::{BuildParams, BuildReport, RecallRow, build_router};
 pub use clusters::{Clusters, KMeansParams, spherical_kmeans};
 pub use error::{Error, Result};
 pub use router::{Router, top_k};

@@ -53,7 +53,10 @@ fn embeddings_agree_across_engines_and_bad_tokens_are_refused() {
         for token in [0, 1, vocab - 1] {
             let (a, b) = (native.embedding(token).unwrap(), burn.embedding(token).unwrap());
             assert_eq!(a.len(), native.config().hidden_size);
-            assert!(max_abs_diff(std::slice::from_ref(&a), &[b]) < 1e-2, "{name}: embedding of {token} differs across engines");
+            assert!(
+                max_abs_diff(std::slice::from_ref(&a), &[b]) < 1e-2,
+                "{name}: embedding of {token} differs across engines"
+            );
             assert!(a.iter().any(|&v| v != 0.0), "{name}: embedding of {token} is all zeros");
         }
         assert_ne!(native.embedding(0).unwrap(), native.embedding(1).unwrap(), "{name}: two tokens embed alike");
