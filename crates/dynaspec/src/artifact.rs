@@ -199,7 +199,10 @@ impl RouterFile {
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<RouterFile> {
         let corrupt = |problem: String| Error::Corrupt { path: path.to_path_buf(), problem };
         let not_router = |found| Error::NotAnArtifact { path: path.to_path_buf(), found };
-        if anyspec_core::artifact::ArtifactKind::recognise(bytes).is_some() || (bytes.len() > 8 && bytes[8] != b'{') {
+        let kind = anyspec_core::artifact::ArtifactKind::recognise(bytes);
+        if kind.is_some_and(|k| k != anyspec_core::artifact::ArtifactKind::Router)
+            || (bytes.len() > 8 && bytes[8] != b'{')
+        {
             return Err(not_router(anyspec_core::artifact::ArtifactKind::describe(bytes)));
         }
         let (_, header) =

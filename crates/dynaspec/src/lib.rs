@@ -15,6 +15,9 @@
 //! - [`RouterFile`]: clusters + router + build record in one safetensors artifact, checksummed,
 //!   written atomically, refused against another model ([`model_fingerprint`]).
 //!
+//! - [`ShortlistDrafter`]: a model drafter (the self-speculative first layers) whose head is
+//!   evaluated by the gathered head product on the shortlist of each draft position, under a
+//!   [`HeadPolicy`] (full, FR/PA-FR, DynaSpec-F/PA); the target verifies over the full vocabulary.
 //! - [`build_router`]: the whole offline build for a model and corpus text (clusters, training
 //!   data from the drafter's hidden states and the target's distributions, training, held-out
 //!   recall beside FR-Spec at equal size).
@@ -28,6 +31,7 @@ mod artifact;
 mod budget;
 mod build;
 mod clusters;
+mod drafter;
 mod error;
 mod router;
 mod shortlist;
@@ -36,6 +40,7 @@ pub use artifact::{ROUTER_FORMAT, ROUTER_FORMAT_VERSION, RouterFile, RouterInfo,
 pub use budget::{ClusterBudget, TokenBudget};
 pub use build::{BuildParams, BuildReport, RecallRow, build_router};
 pub use clusters::{Clusters, KMeansParams, spherical_kmeans};
+pub use drafter::{HeadPolicy, ShortlistDrafter, ShortlistStats};
 pub use error::{Error, Result};
 pub use router::{Router, top_k};
 pub use shortlist::{DynamicShortlister, FrequencyShortlister, Shortlist};
