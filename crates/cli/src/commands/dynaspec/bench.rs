@@ -68,6 +68,10 @@ struct Row {
     vocab_share: f64,
     drafter_ms_per_position: f64,
     router_ms_per_position: f64,
+    /// Median drafter position at this row's mean shortlist size (gathered head product), ms,
+    /// from rounds interleaved across rows; and the head's part (minus a 1-token head).
+    position_ms_at_mean: f64,
+    head_ms_at_mean: f64,
     recovered: f64,
     speed_vs_full: f64,
     same_output_as_full: bool,
@@ -203,7 +207,7 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         stop_tokens: eos.clone(),
         ..GenerationConfig::default()
     };
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     let mut reference: Vec<Vec<u32>> = Vec::new();
     progress.start("generating", Some((policies.len() * encoded.len()) as u64), ProgressUnit::Items);
     let mut full = (0.0, 0.0);
@@ -241,12 +245,35 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
             vocab_share: s.mean_shortlist() / c.vocab_size as f64,
             drafter_ms_per_position: s.forward_time.as_secs_f64() * 1e3 / s.positions.max(1) as f64,
             router_ms_per_position: s.router_time.as_secs_f64() * 1e3 / s.positions.max(1) as f64,
+            position_ms_at_mean: 0.0,
+            head_ms_at_mean: 0.0,
             recovered: tokens_per_step / full.0,
             speed_vs_full: tokens_per_second / full.1,
             same_output_as_full: same,
         });
     }
     progress.finish();
+    // The head's cost at each row's mean shortlist size, robust to a machine whose load drifts:
+    // every round times every size once (a 1-token head first), the median of the rounds is kept.
+    let sizes: Vec<usize> = rows.iter().map(|r| (r.mean_shortlist.round() as usize).clamp(1, c.vocab_size)).collect();
+    let rounds = 7;
+    let mut samples = vec![Vec::with_capacity(rounds); sizes.len() + 1];
+    for _ in 0..rounds {
+        samples[0].push(time_forward(&drafter, Some(&ranking[..1]), context)?);
+        for (i, &size) in sizes.iter().enumerate() {
+            let ids = if size == c.vocab_size { None } else { Some(&ranking[..size]) };
+            samples[i + 1].push(time_forward(&drafter, ids, context)?);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let one = median(&mut samples[0]);
+    for (row, sample) in rows.iter_mut().zip(samples.iter_mut().skip(1)) {
+        row.position_ms_at_mean = median(sample);
+        row.head_ms_at_mean = row.position_ms_at_mean - one;
+    }
     let bench = Bench {
         prompts: encoded.len(),
         new_tokens: args.max_new_tokens,
@@ -281,6 +308,10 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         "speed",
         "same output"
     );
+    text.push_str(&format!(
+        "\n(head ms at the mean shortlist, median of interleaved rounds: {})",
+        bench.rows.iter().map(|r| format!("{} {:.3}", r.policy, r.head_ms_at_mean)).collect::<Vec<_>>().join("; ")
+    ));
     for r in &bench.rows {
         text.push_str(&format!(
             "\n{:<28} {:>8.3} {:>8.2} {:>9.0} {:>6.1}% {:>9.3} {:>9.3} {:>8.1}% {:>7.3}× {}",
