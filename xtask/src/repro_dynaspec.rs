@@ -189,6 +189,14 @@ const STATIC_NOTES: &str = "
   drafter's top-L); see `anyspec_dynaspec::build_router` for why.
 - **Eq. 3.** `k_c(t) = ⌊(k₁ + t) / 2t⌋` for `t ≥ 2` as printed, floored at one cluster (Algorithm 1
   writes `k_second // 2t`, at most one cluster apart).
+- **Timing.** Rows run one after another; on a shared two-core machine the tokens/s and
+  in-generation drafter columns move with other load from row to row, so read the interleaved
+  \"head ms\" column for cost. At this commit the gathered head product is slower than the whole
+  one at every size measured: the native engine stores the LM head interleaved in groups of
+  eight rows (for the 8-bit kernel's whole products), and a gathered product computes every
+  group it touches in full (`anyspec_cpu_kernels::Matrix::interleave_rows` says so). A
+  shortlisted head needs a copy in the row layout, or rows ordered by cluster so that a
+  DynaSpec shortlist is a set of whole groups; until then no shortlist policy can be faster.
 - **Lossless.** Verification is over the full vocabulary; `crates/dynaspec/tests/lossless.rs` holds
   a G-test of sampled sequences through a toy router and greedy equality under every policy.
 ";
