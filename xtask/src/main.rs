@@ -9,6 +9,7 @@ mod fetch_models;
 mod fuzz;
 mod plot;
 mod repro_dict;
+mod repro_dynaspec;
 mod repro_lookbehind;
 mod repro_rdk;
 mod repro_rdk_demo;
@@ -126,6 +127,27 @@ enum Repro {
         #[arg(long, default_value = "../shared")]
         data: PathBuf,
     },
+    /// DynaSpec on SmolLM2-135M-Instruct: router build (recall per budget beside FR-Spec) and
+    /// greedy speculative decoding with the self-speculative drafter under full head, FR, PA-FR,
+    /// DynaSpec-F and DynaSpec-PA, written to reports/dynaspec.md and reports/dynaspec.png.
+    /// Runs the release CLI (a few minutes).
+    Dynaspec {
+        /// The GGUF model (default: SmolLM2-135M-Instruct Q4_1 in the model cache).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Layers of the self-speculative drafter.
+        #[arg(long, default_value_t = 6)]
+        drafter_layers: usize,
+        /// Corpus positions read for the router.
+        #[arg(long, default_value_t = 60_000)]
+        max_positions: usize,
+        /// Prompts per category of the demo's Spec-Bench list.
+        #[arg(long, default_value_t = 1)]
+        per_category: usize,
+        /// New tokens per prompt.
+        #[arg(long, default_value_t = 64)]
+        max_new_tokens: usize,
+    },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
     Vocab {
@@ -140,6 +162,14 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
+            Repro::Dynaspec { model, drafter_layers, max_positions, per_category, max_new_tokens } => {
+                let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+                let model = crate::fetch_models::smollm2_or(model.as_deref())?;
+                repro_dynaspec::run(
+                    &root,
+                    &repro_dynaspec::Options { model, drafter_layers, max_positions, per_category, max_new_tokens },
+                )
+            }
             Repro::Lookbehind { data } => repro_lookbehind::run(&data),
             Repro::Dict { data, tokenizers, quick } => repro_dict::run(&data, &tokenizers, quick),
             Repro::Rdk { demo: true, .. } => {

@@ -66,6 +66,9 @@ enum Command {
     Affinity(commands::affinity::Args),
     /// Frequency-ranked drafter shortlists (FR pruning), end-of-sequence always kept.
     Shortlist(commands::shortlist::Args),
+    /// DynaSpec routers: cluster a model's LM head and train a router that picks the clusters
+    /// the drafter's head is evaluated on, per context.
+    Dynaspec(commands::dynaspec::Args),
     /// Generate text with a checkpoint, autoregressive or speculative with a model drafter.
     Generate(commands::generate::Args),
     /// What anyspec keeps in its cache directory (models, demo assets, artifacts): list the
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Dict(args) => commands::dict::run(args, &progress),
         Command::Affinity(args) => commands::affinity::run(args, &progress),
         Command::Shortlist(args) => commands::shortlist::run(args, &progress),
+        Command::Dynaspec(args) => commands::dynaspec::run(args, &progress),
         Command::Generate(args) => commands::generate::run(args),
         Command::Cache(args) => commands::cache::run(args, &cli.global),
         Command::Completions(args) => commands::completions::run(args, command()),

@@ -67,7 +67,7 @@ pub use device::DeviceChoice;
 pub use error::{Error, Result};
 pub use gguf::SUPPORTED_ARCHITECTURES;
 pub use llama::{PrunedHead, TreeNode};
-pub use model::{Engine, KvCache, Llama, LoadOptions, TreeCache};
+pub use model::{Engine, HiddenRows, KvCache, Llama, LoadOptions, TreeCache};
 pub use session::Session;
 pub use target::{LlamaTarget, Verification};
 pub use tokenizer::TextTokenizer;

@@ -158,6 +158,30 @@ impl BurnLlama {
         Ok(PrunedHead { ids: ids.to_vec(), weight: Some(self.lm_head.clone().select(1, index)) })
     }
 
+    /// Full-vocabulary logits of final-norm hidden rows.
+    pub(crate) fn head_logits(&self, hidden: Tensor<2>) -> Result<Tensor<2>> {
+        Ok(hidden.matmul(self.lm_head.clone()))
+    }
+
+    /// The LM head as `[vocab, hidden]` rows, on the host.
+    pub(crate) fn lm_head_rows(&self) -> Result<Vec<f32>> {
+        let rows = anyspec_kernels::readback::read_rows(self.lm_head.clone().transpose())?;
+        Ok(rows.concat())
+    }
+
+    /// The input embedding of `token`, `[hidden]`, on the host.
+    pub(crate) fn embedding(&self, token: u32) -> Result<Vec<f32>> {
+        if token as usize >= self.config.vocab_size {
+            return Err(Error::TokenOutOfRange { token, vocab_size: self.config.vocab_size });
+        }
+        let id = Tensor::<1, Int>::from_data(TensorData::new(vec![i64::from(token)], [1]), &self.device);
+        let row = match &self.embeddings {
+            Some(table) => table.clone().select(0, id),
+            None => self.lm_head.clone().select(1, id).transpose(),
+        };
+        Ok(anyspec_kernels::readback::read_rows(row)?.concat())
+    }
+
     /// Refuses a cache made for another model (another layer count).
     pub(crate) fn check_cache(&self, cache: &BurnCache) -> Result<()> {
         if cache.num_layers() != self.config.num_layers {
@@ -171,7 +195,7 @@ impl BurnLlama {
     }
 
     /// The final-norm hidden states of the last `logits_rows` positions, `[logits_rows, hidden]`.
-    fn final_hidden(&self, tokens: &[u32], cache: &mut BurnCache, logits_rows: usize) -> Result<Tensor<2>> {
+    pub(crate) fn final_hidden(&self, tokens: &[u32], cache: &mut BurnCache, logits_rows: usize) -> Result<Tensor<2>> {
         let c = &self.config;
         let len = tokens.len();
         if len == 0 {

@@ -119,6 +119,16 @@ enum Inner {
     },
 }
 
+/// The final-norm hidden states and the logits of the last rows of a forward pass
+/// ([`Llama::forward_with_hidden`]), on the host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HiddenRows {
+    /// One `[hidden_size]` vector per row: what the LM head multiplies.
+    pub hidden: Vec<Vec<f32>>,
+    /// One logit vector per row (over the pruned head's ids when one was given).
+    pub logits: Vec<Vec<f32>>,
+}
+
 /// A loaded Llama-family model. Cheap to clone: weights are shared.
 #[derive(Clone, Debug)]
 pub struct Llama {
@@ -401,6 +411,57 @@ impl Llama {
                 Ok(split_rows(native_forward(model, threads, tokens, c, logits_rows, head)?, logits_rows))
             }
             _ => Err(engine_mismatch("KV cache")),
+        }
+    }
+
+    /// [`Llama::forward_on_host`] that also returns the final-norm hidden states the logits were
+    /// computed from: one `[hidden_size]` and one logit vector per row.
+    ///
+    /// The hidden state is what an LM head (full or pruned) multiplies, so a caller can evaluate
+    /// any other head on it later (DynaSpec's router reads the drafter's previous hidden state,
+    /// `H̃_{t−1}`). On the native engine nothing is copied beyond the hidden rows.
+    pub fn forward_with_hidden(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_rows: usize,
+        head: Option<&PrunedHead>,
+    ) -> Result<HiddenRows> {
+        match (&self.inner, &mut cache.inner) {
+            (Inner::Burn(m), CacheInner::Burn(c)) => {
+                let hidden = m.final_hidden(tokens, c, logits_rows)?;
+                let logits = match head {
+                    None => m.head_logits(hidden.clone())?,
+                    Some(head) => hidden.clone().matmul(head.burn_weight()?),
+                };
+                Ok(HiddenRows {
+                    hidden: anyspec_kernels::readback::read_rows(hidden)?,
+                    logits: anyspec_kernels::readback::read_rows(logits)?,
+                })
+            }
+            (Inner::Native { model, threads }, CacheInner::Native(c)) => {
+                let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
+                let logits = model.logits(&normed, head.map(PrunedHead::ids), threads)?;
+                Ok(HiddenRows { hidden: split_rows(normed, logits_rows), logits: split_rows(logits, logits_rows) })
+            }
+            _ => Err(engine_mismatch("KV cache")),
+        }
+    }
+
+    /// The LM head's rows, `[vocab, hidden]` flat and row-major (row `v` is token `v`'s output
+    /// weights), dequantized exactly: what DynaSpec clusters.
+    pub fn lm_head_rows(&self) -> Result<Vec<f32>> {
+        match &self.inner {
+            Inner::Burn(m) => m.lm_head_rows(),
+            Inner::Native { model, .. } => Ok(model.lm_head_rows()),
+        }
+    }
+
+    /// The input embedding of `token`, `[hidden]` (the LM head's row when they are tied).
+    pub fn embedding(&self, token: u32) -> Result<Vec<f32>> {
+        match &self.inner {
+            Inner::Burn(m) => m.embedding(token),
+            Inner::Native { model, .. } => model.embedding(token),
         }
     }
 

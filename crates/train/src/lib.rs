@@ -13,6 +13,8 @@
 //! - [`train`]: random windows of a token stream, next-token cross-entropy, AdamW with warm-up and
 //!   cosine decay, global-norm clipping; progress through [`anyspec_core::Progress`] and a
 //!   per-step callback for logs.
+//! - [`train_router`]: DynaSpec's cluster router (a two-layer MLP, multi-label BCE over
+//!   clusters), for `anyspec-dynaspec`.
 //! - [`save_checkpoint`]: a Hugging Face checkpoint directory (`config.json`,
 //!   `model.safetensors`, `tokenizer.json`) that `anyspec_models::Checkpoint` and Python
 //!   `transformers` load.
@@ -59,6 +61,7 @@ mod adamw;
 mod error;
 mod export;
 mod model;
+mod router;
 mod spec;
 mod tokenizer_training;
 mod trainer;
@@ -66,6 +69,7 @@ mod trainer;
 pub use error::{Error, Result};
 pub use export::{StoredDtype, save_checkpoint};
 pub use model::TrainableLlama;
+pub use router::{RouterData, RouterTrainConfig, RouterWeights, train_router};
 pub use spec::ModelSpec;
 pub use tokenizer_training::{
     BYTE_LEVEL_EOS, METASPACE_EOS, byte_tokenizer, encode_stream, train_byte_level_bpe, train_metaspace_bpe,

@@ -5,6 +5,7 @@ pub(crate) mod cache;
 pub(crate) mod completions;
 pub(crate) mod demo;
 pub(crate) mod dict;
+pub(crate) mod dynaspec;
 pub(crate) mod generate;
 pub(crate) mod shortlist;
 pub(crate) mod simulate;

@@ -4,6 +4,7 @@ mod affinity;
 mod cache;
 mod demo;
 mod dict;
+mod dynaspec;
 mod generate;
 mod outputs;
 mod shortlist;

@@ -276,6 +276,20 @@ impl NativeLlama {
         matrices + self.lm_head.memory_bytes() + self.embeddings.as_deref().map_or(0, Matrix::memory_bytes)
     }
 
+    /// The LM head as `[vocab, hidden]` rows, dequantized exactly.
+    pub(crate) fn lm_head_rows(&self) -> Vec<f32> {
+        self.lm_head.to_f32()
+    }
+
+    /// The input embedding of `token`, `[hidden]`, dequantized exactly.
+    pub(crate) fn embedding(&self, token: u32) -> Result<Vec<f32>> {
+        self.check_tokens(&[token])?;
+        let table: &Matrix = self.embeddings.as_deref().unwrap_or(&self.lm_head);
+        let mut row = vec![0.0; self.config.hidden_size];
+        table.row_f32(token as usize, &mut row)?;
+        Ok(row)
+    }
+
     /// Checks the tokens of a pass against the vocabulary.
     pub(crate) fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
         match tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {

@@ -9,5 +9,6 @@ mod errors;
 mod first_layers;
 mod generation;
 mod gguf;
+mod hidden;
 mod smollm2;
 mod tree;

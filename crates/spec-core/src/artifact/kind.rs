@@ -1,8 +1,8 @@
 //! Which anyspec artifact a file holds, from its first bytes alone.
 //!
-//! Every artifact kind starts with its own eight-byte magic, except the affinity matrix, which is
-//! a safetensors file (an eight-byte header length, then a JSON header) whose metadata names the
-//! format `anyspec-affinity`. Recognising the kind lets a builder refuse to replace a file that is
+//! Every artifact kind starts with its own eight-byte magic, except the affinity matrix and the
+//! DynaSpec router, which are safetensors files (an eight-byte header length, then a JSON header)
+//! whose metadata names the format (`anyspec-affinity`, `anyspec-dynaspec`). Recognising the kind lets a builder refuse to replace a file that is
 //! not what it writes, and lets a loader given the wrong artifact say which one it got.
 
 use std::fs::File;
@@ -24,10 +24,15 @@ pub enum ArtifactKind {
     Shortlist,
     /// A token-affinity matrix (`anyspec-affinity`, safetensors with `format` = `anyspec-affinity`).
     Affinity,
+    /// A DynaSpec router: clusters and router of one model (`anyspec-dynaspec`, safetensors with
+    /// `format` = `anyspec-dynaspec`).
+    Router,
 }
 
 /// The `format` metadata value of affinity files, as `anyspec-affinity` writes it.
 const AFFINITY_FORMAT_ENTRY: &[u8] = br#""format":"anyspec-affinity""#;
+/// The `format` metadata value of DynaSpec routers, as `anyspec-dynaspec` writes it.
+const ROUTER_FORMAT_ENTRY: &[u8] = br#""format":"anyspec-dynaspec""#;
 
 /// The longest safetensors header read when recognising an affinity file: the metadata of ours
 /// is a few hundred bytes plus the corpus file names.
@@ -35,12 +40,13 @@ const MAX_HEADER: u64 = 1 << 20;
 
 impl ArtifactKind {
     /// Every kind.
-    pub const ALL: [ArtifactKind; 5] = [
+    pub const ALL: [ArtifactKind; 6] = [
         ArtifactKind::Dictionary,
         ArtifactKind::CountShard,
         ArtifactKind::VocabMap,
         ArtifactKind::Shortlist,
         ArtifactKind::Affinity,
+        ArtifactKind::Router,
     ];
 
     /// What the kind is called in messages, with its article: "an n-gram dictionary".
@@ -51,6 +57,7 @@ impl ArtifactKind {
             ArtifactKind::VocabMap => "a vocabulary map",
             ArtifactKind::Shortlist => "a drafter shortlist",
             ArtifactKind::Affinity => "an affinity matrix",
+            ArtifactKind::Router => "a DynaSpec router",
         }
     }
 
@@ -62,7 +69,7 @@ impl ArtifactKind {
             ArtifactKind::CountShard => Some(b"ASNGRCNT"),
             ArtifactKind::VocabMap => Some(b"ASVOCMAP"),
             ArtifactKind::Shortlist => Some(b"ASSHORTL"),
-            ArtifactKind::Affinity => None,
+            ArtifactKind::Affinity | ArtifactKind::Router => None,
         }
     }
 
@@ -76,9 +83,17 @@ impl ArtifactKind {
         let (length, rest) = bytes.split_first_chunk::<8>()?;
         let length = usize::try_from(u64::from_le_bytes(*length)).ok()?;
         let header = rest.get(..length).unwrap_or(rest);
-        let is_affinity = header.first() == Some(&b'{')
-            && header.windows(AFFINITY_FORMAT_ENTRY.len()).any(|w| w == AFFINITY_FORMAT_ENTRY);
-        is_affinity.then_some(ArtifactKind::Affinity)
+        if header.first() != Some(&b'{') {
+            return None;
+        }
+        let names = |entry: &[u8]| header.windows(entry.len()).any(|w| w == entry);
+        if names(AFFINITY_FORMAT_ENTRY) {
+            Some(ArtifactKind::Affinity)
+        } else if names(ROUTER_FORMAT_ENTRY) {
+            Some(ArtifactKind::Router)
+        } else {
+            None
+        }
     }
 
     /// What a file starting with `bytes` holds, for a loader that expected another kind: "a
@@ -156,6 +171,8 @@ mod tests {
         let affinity =
             safetensors_with_metadata(r#"{"checksum":"00","format":"anyspec-affinity","format_version":"1"}"#);
         assert_eq!(ArtifactKind::recognise(&affinity), Some(ArtifactKind::Affinity));
+        let router = safetensors_with_metadata(r#"{"checksum":"00","format":"anyspec-dynaspec"}"#);
+        assert_eq!(ArtifactKind::recognise(&router), Some(ArtifactKind::Router));
         let model = safetensors_with_metadata(r#"{"format":"pt"}"#);
         assert_eq!(ArtifactKind::recognise(&model), None);
         // The entry must be inside the header, not in the tensor data after it.

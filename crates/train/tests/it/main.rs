@@ -2,6 +2,7 @@
 //! the loss, and a saved checkpoint reloads through anyspec-models to the same logits.
 
 mod checkpoint;
+mod router;
 mod tokenizers;
 mod training;
 

@@ -1,0 +1,331 @@
+//! `anyspec dynaspec bench`: every head policy of the self-speculative drafter on the same
+//! prompts, greedy, so that every row must produce the target's own output.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use anyspec_core::{GenerationConfig, Progress, ProgressUnit, SamplingConfig, generate};
+use anyspec_dict_builder::CorpusOptions;
+use anyspec_dynaspec::{
+    ClusterBudget, DynamicShortlister, FrequencyShortlister, HeadPolicy, RouterFile, ShortlistDrafter, TokenBudget,
+    model_fingerprint,
+};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, LoadOptions};
+use rand::SeedableRng;
+use serde::Serialize;
+
+use crate::output::{print_json, print_text};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchArgs {
+    /// The model (GGUF file or checkpoint directory) the router was built for.
+    #[arg(long, value_name = "M.gguf|DIR")]
+    model: PathBuf,
+    /// The router (`anyspec dynaspec build`).
+    #[arg(long)]
+    router: PathBuf,
+    /// Prompts: the demo's list (assets/demo/specbench-prompts.json, disjoint from the text the
+    /// router of the demo is built from) or Spec-Bench's question.jsonl (first turns); the chat
+    /// template is applied.
+    #[arg(long)]
+    prompts: PathBuf,
+    /// Prompts per Spec-Bench category.
+    #[arg(long, default_value_t = 2)]
+    per_category: usize,
+    /// Corpus whose token frequencies rank the FR-Spec and PA-FR lists (the router's corpus).
+    #[arg(long, num_args = 1.., required = true)]
+    corpus: Vec<PathBuf>,
+    /// FR-Spec sizes (tokens).
+    #[arg(long, value_delimiter = ',', default_value = "4096,8192,16384")]
+    fr_sizes: Vec<usize>,
+    /// PA-FR's k_max (App. A.3).
+    #[arg(long, default_value_t = 16384)]
+    pa_fr_max: usize,
+    /// DynaSpec-F's clusters per position.
+    #[arg(long, default_value_t = 32)]
+    fixed_k: usize,
+    /// DynaSpec-PA's k0 and k1 (Eq. 3).
+    #[arg(long, value_delimiter = ',', default_value = "64,32")]
+    pa_k: Vec<usize>,
+    /// Draft length γ.
+    #[arg(long, default_value_t = 4)]
+    gamma: usize,
+    /// New tokens per prompt.
+    #[arg(long, default_value_t = 64)]
+    max_new_tokens: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    policy: String,
+    tokens_per_step: f64,
+    tokens_per_second: f64,
+    mean_shortlist: f64,
+    vocab_share: f64,
+    drafter_ms_per_position: f64,
+    router_ms_per_position: f64,
+    /// Median drafter position at this row's mean shortlist size (gathered head product), ms,
+    /// from rounds interleaved across rows; and the head's part (minus a 1-token head).
+    position_ms_at_mean: f64,
+    head_ms_at_mean: f64,
+    recovered: f64,
+    speed_vs_full: f64,
+    same_output_as_full: bool,
+}
+
+#[derive(Serialize)]
+struct Bench {
+    prompts: usize,
+    new_tokens: usize,
+    gamma: usize,
+    drafter_layers: usize,
+    vocab_size: usize,
+    /// Drafter forward of one position with a 1-token head, and with the full head (ms).
+    layers_ms: f64,
+    full_head_ms: f64,
+    rows: Vec<Row>,
+}
+
+fn spec_bench_prompts(path: &Path, per_category: usize) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--prompts {}", path.display()))?;
+    let items: Vec<(String, String)> = if text.trim_start().starts_with('[') {
+        // The demo's prompt list: [{"category": …, "prompt": …}, …].
+        let v: Vec<serde_json::Value> =
+            serde_json::from_str(&text).with_context(|| format!("--prompts {}: not a JSON array", path.display()))?;
+        v.iter()
+            .map(|p| match (p["category"].as_str(), p["prompt"].as_str()) {
+                (Some(c), Some(t)) => Ok((c.to_string(), t.to_string())),
+                _ => bail!("--prompts {}: an entry without \"category\" and \"prompt\" strings", path.display()),
+            })
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        // Spec-Bench's question.jsonl: the first turn of each question.
+        let mut items = Vec::new();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let v: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("--prompts {} line {}", path.display(), i + 1))?;
+            let category = v["category"].as_str().unwrap_or("none").to_string();
+            let Some(turn) = v["turns"].get(0).and_then(|t| t.as_str()) else {
+                bail!(
+                    "--prompts {} line {}: no \"turns\" array of strings (is it Spec-Bench's question.jsonl?)",
+                    path.display(),
+                    i + 1
+                );
+            };
+            items.push((category, turn.to_string()));
+        }
+        items
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (category, prompt) in items {
+        if out.iter().filter(|(c, _)| *c == category).count() < per_category {
+            out.push((category, prompt));
+        }
+    }
+    if out.is_empty() {
+        bail!("--prompts {} holds no prompt", path.display());
+    }
+    Ok(out)
+}
+
+fn time_forward(model: &Llama, ids: Option<&[u32]>, context: &[u32]) -> anyhow::Result<f64> {
+    let head = ids.map(|ids| model.pruned_head(ids)).transpose()?;
+    let mut cache = model.new_cache();
+    model.forward_with_hidden(context, &mut cache, 1, head.as_ref())?;
+    let started = Instant::now();
+    let n = 48;
+    for i in 0..n {
+        model.forward_with_hidden(&[context[i % context.len()]], &mut cache, 1, head.as_ref())?;
+    }
+    Ok(started.elapsed().as_secs_f64() * 1e3 / n as f64)
+}
+
+pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+    let checkpoint = Checkpoint::open(&args.model).with_context(|| format!("--model {}", args.model.display()))?;
+    let tokenizer = checkpoint.tokenizer()?;
+    let device = DeviceChoice::Cpu.device()?;
+    let model = checkpoint.load_model_with(&device, &LoadOptions::default())?;
+    let c = model.config().clone();
+    let fingerprint = model_fingerprint(c.vocab_size, c.hidden_size, &model.lm_head_rows()?);
+    let file = RouterFile::load(&args.router, &fingerprint)?;
+    let drafter = model.first_layers(file.info.drafter_layers)?;
+    let eos = c.eos_token_ids.clone();
+
+    let mut counts = vec![0u64; c.vocab_size];
+    anyspec_dict_builder::for_each_chunk(&args.corpus, &CorpusOptions::default(), progress, |chunk| {
+        for t in tokenizer.encode(&chunk).map_err(|e| anyspec_dict_builder::Error::Tokenizer {
+            text: chunk.chars().take(40).collect(),
+            message: e.to_string(),
+        })? {
+            counts[t as usize] += 1;
+        }
+        Ok(())
+    })?;
+    let mut ranking: Vec<u32> = (0..c.vocab_size as u32).collect();
+    ranking.sort_by(|a, b| counts[*b as usize].cmp(&counts[*a as usize]).then(a.cmp(b)));
+
+    let [k0, k1] = args.pa_k[..] else { bail!("--pa-k takes two numbers, k0,k1 (Eq. 3), got {:?}", args.pa_k) };
+    let dynamic = |budget| -> anyhow::Result<HeadPolicy> {
+        Ok(HeadPolicy::Dynamic(Box::new(DynamicShortlister::new(
+            file.clusters.clone(),
+            file.router.clone(),
+            budget,
+            &eos,
+        )?)))
+    };
+    let frequency = |budget| -> anyhow::Result<HeadPolicy> {
+        Ok(HeadPolicy::Frequency(FrequencyShortlister::new(&ranking, c.vocab_size, budget, &eos)?))
+    };
+    let mut policies: Vec<(String, HeadPolicy)> = vec![("full head".into(), HeadPolicy::Full)];
+    for &k in &args.fr_sizes {
+        policies.push((format!("FR-{k}"), frequency(TokenBudget::Fixed { k })?));
+    }
+    policies.push((
+        format!("PA-FR (k_max {})", args.pa_fr_max),
+        frequency(TokenBudget::PositionAware { k_max: args.pa_fr_max })?,
+    ));
+    policies.push((format!("DynaSpec-F (k {})", args.fixed_k), dynamic(ClusterBudget::Fixed { k: args.fixed_k })?));
+    policies.push((format!("DynaSpec-PA (k0 {k0}, k1 {k1})"), dynamic(ClusterBudget::PositionAware { k0, k1 })?));
+
+    let prompts = spec_bench_prompts(&args.prompts, args.per_category)?;
+    let encoded: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|(_, p)| -> anyhow::Result<Vec<u32>> { Ok(tokenizer.encode(&checkpoint.chat_prompt(None, p)?)?) })
+        .collect::<anyhow::Result<_>>()?;
+    let context = &encoded[0];
+    let layers_ms = time_forward(&drafter, Some(&[0]), context)?;
+    let full_head_ms = time_forward(&drafter, None, context)?;
+
+    let config = GenerationConfig {
+        gamma: args.gamma,
+        max_new_tokens: args.max_new_tokens,
+        sampling: SamplingConfig::greedy(),
+        stop_tokens: eos.clone(),
+        ..GenerationConfig::default()
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let mut reference: Vec<Vec<u32>> = Vec::new();
+    progress.start("generating", Some((policies.len() * encoded.len()) as u64), ProgressUnit::Items);
+    let mut full = (0.0, 0.0);
+    for (name, policy) in policies {
+        let mut d = ShortlistDrafter::new(drafter.clone(), policy, c.vocab_size)?;
+        let (mut steps, mut generated, mut wall) = (0u64, 0u64, Duration::ZERO);
+        let mut same = true;
+        for (i, prompt) in encoded.iter().enumerate() {
+            let mut target = LlamaTarget::new(model.clone());
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+            let started = Instant::now();
+            let out = generate(&mut target, Some(&mut d), prompt, &config, &mut rng, &mut |_| {
+                std::ops::ControlFlow::Continue(())
+            })?;
+            wall += started.elapsed();
+            steps += out.stats.steps;
+            generated += out.stats.generated;
+            match reference.get(i) {
+                Some(r) => same &= *r == out.tokens,
+                None => reference.push(out.tokens),
+            }
+            progress.advance(1);
+        }
+        let s = d.stats();
+        let tokens_per_step = generated as f64 / steps.max(1) as f64;
+        let tokens_per_second = generated as f64 / wall.as_secs_f64().max(1e-9);
+        if rows.is_empty() {
+            full = (tokens_per_step, tokens_per_second);
+        }
+        rows.push(Row {
+            policy: name,
+            tokens_per_step,
+            tokens_per_second,
+            mean_shortlist: s.mean_shortlist(),
+            vocab_share: s.mean_shortlist() / c.vocab_size as f64,
+            drafter_ms_per_position: s.forward_time.as_secs_f64() * 1e3 / s.positions.max(1) as f64,
+            router_ms_per_position: s.router_time.as_secs_f64() * 1e3 / s.positions.max(1) as f64,
+            position_ms_at_mean: 0.0,
+            head_ms_at_mean: 0.0,
+            recovered: tokens_per_step / full.0,
+            speed_vs_full: tokens_per_second / full.1,
+            same_output_as_full: same,
+        });
+    }
+    progress.finish();
+    // The head's cost at each row's mean shortlist size, robust to a machine whose load drifts:
+    // every round times every size once (a 1-token head first), the median of the rounds is kept.
+    let sizes: Vec<usize> = rows.iter().map(|r| (r.mean_shortlist.round() as usize).clamp(1, c.vocab_size)).collect();
+    let rounds = 7;
+    let mut samples = vec![Vec::with_capacity(rounds); sizes.len() + 1];
+    for _ in 0..rounds {
+        samples[0].push(time_forward(&drafter, Some(&ranking[..1]), context)?);
+        for (i, &size) in sizes.iter().enumerate() {
+            let ids = if size == c.vocab_size { None } else { Some(&ranking[..size]) };
+            samples[i + 1].push(time_forward(&drafter, ids, context)?);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let one = median(&mut samples[0]);
+    for (row, sample) in rows.iter_mut().zip(samples.iter_mut().skip(1)) {
+        row.position_ms_at_mean = median(sample);
+        row.head_ms_at_mean = row.position_ms_at_mean - one;
+    }
+    let bench = Bench {
+        prompts: encoded.len(),
+        new_tokens: args.max_new_tokens,
+        gamma: args.gamma,
+        drafter_layers: file.info.drafter_layers,
+        vocab_size: c.vocab_size,
+        layers_ms,
+        full_head_ms,
+        rows,
+    };
+    if args.json {
+        return print_json(&bench);
+    }
+    let mut text = format!(
+        "{} prompts × {} new tokens, greedy, γ = {}, drafter = first {} layers; one drafter position: {:.2} ms with a \
+         1-token head, {:.2} ms with the full {}-token head\n{:<28} {:>8} {:>8} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {}",
+        bench.prompts,
+        bench.new_tokens,
+        bench.gamma,
+        bench.drafter_layers,
+        layers_ms,
+        full_head_ms,
+        c.vocab_size,
+        "policy",
+        "tok/step",
+        "tok/s",
+        "shortlist",
+        "vocab%",
+        "draft ms",
+        "router ms",
+        "recovered",
+        "speed",
+        "same output"
+    );
+    text.push_str(&format!(
+        "\n(head ms at the mean shortlist, median of interleaved rounds: {})",
+        bench.rows.iter().map(|r| format!("{} {:.3}", r.policy, r.head_ms_at_mean)).collect::<Vec<_>>().join("; ")
+    ));
+    for r in &bench.rows {
+        text.push_str(&format!(
+            "\n{:<28} {:>8.3} {:>8.2} {:>9.0} {:>6.1}% {:>9.3} {:>9.3} {:>8.1}% {:>7.3}× {}",
+            r.policy,
+            r.tokens_per_step,
+            r.tokens_per_second,
+            r.mean_shortlist,
+            100.0 * r.vocab_share,
+            r.drafter_ms_per_position,
+            r.router_ms_per_position,
+            100.0 * r.recovered,
+            r.speed_vs_full,
+            if r.same_output_as_full { "yes" } else { "NO" }
+        ));
+    }
+    print_text(&text)
+}

@@ -1,0 +1,202 @@
+//! A model drafter whose LM head is evaluated only on a shortlist chosen per draft position:
+//! the full head, FR-Spec or PA-FR (static frequency-ranked lists), or DynaSpec-F / DynaSpec-PA
+//! (the router's clusters for the context, App. A's Algorithm 1 with a single beam).
+//!
+//! Verification is the target's, over the full vocabulary; the drafter reports the distribution
+//! it sampled from (zero outside the shortlist), so speculative sampling stays exact and greedy
+//! decoding gives the target's own output.
+
+use std::time::{Duration, Instant};
+
+use anyspec_core::sampling::{argmax, logits_to_probs, sample};
+use anyspec_core::{Draft, Drafter, SamplingConfig};
+use anyspec_models::{KvCache, Llama};
+use rand::RngCore;
+
+use crate::error::Error;
+use crate::shortlist::{DynamicShortlister, FrequencyShortlister};
+
+/// Which ids the drafter's head is evaluated on at each draft position.
+#[derive(Clone, Debug)]
+pub enum HeadPolicy {
+    /// Every id: the plain drafter.
+    Full,
+    /// A frequency-ranked list (FR-Spec with a fixed budget, PA-FR with a position-aware one).
+    Frequency(FrequencyShortlister),
+    /// DynaSpec: routed clusters (DynaSpec-F or -PA by the budget).
+    Dynamic(Box<DynamicShortlister>),
+}
+
+/// What the drafter did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ShortlistStats {
+    /// Draft positions evaluated.
+    pub positions: u64,
+    /// Sum of the shortlist sizes over those positions (the vocabulary size for the full head).
+    pub shortlist_tokens: u64,
+    /// Time in the router (scoring and building the shortlist).
+    pub router_time: Duration,
+    /// Time in the drafter's forward passes of draft positions (layers and head).
+    pub forward_time: Duration,
+}
+
+impl ShortlistStats {
+    /// Mean shortlist size.
+    pub fn mean_shortlist(&self) -> f64 {
+        self.shortlist_tokens as f64 / self.positions.max(1) as f64
+    }
+}
+
+/// A model drafter (the target's first layers, or a smaller model with the target's tokenizer)
+/// under a [`HeadPolicy`].
+#[derive(Debug)]
+pub struct ShortlistDrafter {
+    model: Llama,
+    policy: HeadPolicy,
+    target_vocab: usize,
+    cache: KvCache,
+    /// Tokens in `cache`, and the final hidden state after each.
+    fed: Vec<u32>,
+    hidden: Vec<Vec<f32>>,
+    stats: ShortlistStats,
+}
+
+fn model_error(e: anyspec_models::Error) -> anyspec_core::Error {
+    anyspec_core::Error::Drafter(Box::new(e))
+}
+
+fn own_error(e: Error) -> anyspec_core::Error {
+    anyspec_core::Error::Drafter(Box::new(e))
+}
+
+impl ShortlistDrafter {
+    /// # Errors
+    /// When the policy's vocabulary or the router's width disagree with the model, or the model
+    /// has more ids than the target.
+    pub fn new(model: Llama, policy: HeadPolicy, target_vocab: usize) -> crate::Result<Self> {
+        let c = model.config();
+        if c.vocab_size > target_vocab {
+            return Err(Error::invalid(format!(
+                "the drafter has {} ids but the target {target_vocab}; a shortlist drafter needs the target's tokenizer",
+                c.vocab_size
+            )));
+        }
+        if let HeadPolicy::Dynamic(d) = &policy
+            && (d.clusters().vocab_size() != c.vocab_size || d.router().input_size() != 2 * c.hidden_size)
+        {
+            return Err(Error::invalid(format!(
+                "the router was built for a vocabulary of {} and inputs of {}, the drafter has {} ids and hidden \
+                 size {}; build the router for this model",
+                d.clusters().vocab_size(),
+                d.router().input_size(),
+                c.vocab_size,
+                c.hidden_size
+            )));
+        }
+        let cache = model.new_cache();
+        Ok(ShortlistDrafter {
+            model,
+            policy,
+            target_vocab,
+            cache,
+            fed: Vec::new(),
+            hidden: Vec::new(),
+            stats: ShortlistStats::default(),
+        })
+    }
+
+    /// What the drafter did so far.
+    pub fn stats(&self) -> ShortlistStats {
+        self.stats
+    }
+
+    /// Feeds `tokens` after the cache, keeping their hidden states.
+    fn feed(&mut self, tokens: &[u32], head: Option<&anyspec_models::PrunedHead>) -> anyspec_core::Result<Vec<f32>> {
+        let rows = self.model.forward_with_hidden(tokens, &mut self.cache, tokens.len(), head).map_err(model_error)?;
+        self.fed.extend_from_slice(tokens);
+        let logits = rows.logits.last().cloned().unwrap_or_default();
+        self.hidden.extend(rows.hidden);
+        Ok(logits)
+    }
+
+    /// The ids the head is evaluated on at draft position `t` for the current token `x_t`
+    /// (`None`: every id).
+    fn shortlist(&mut self, t: usize, token: u32) -> anyspec_core::Result<Option<Vec<u32>>> {
+        let started = Instant::now();
+        let ids = match &self.policy {
+            HeadPolicy::Full => None,
+            HeadPolicy::Frequency(f) => Some(f.shortlist(t).ids().to_vec()),
+            HeadPolicy::Dynamic(d) => {
+                let embedding = self.model.embedding(token).map_err(model_error)?;
+                // H̃_{t−1}: the hidden state after the token before x_t (zeros at the very start).
+                let zeros;
+                let prev = match self.hidden.last() {
+                    Some(h) => h.as_slice(),
+                    None => {
+                        zeros = vec![0.0; self.model.config().hidden_size];
+                        &zeros
+                    }
+                };
+                Some(d.shortlist(t, &embedding, prev).map_err(own_error)?.ids().to_vec())
+            }
+        };
+        self.stats.router_time += started.elapsed();
+        Ok(ids)
+    }
+}
+
+impl Drafter for ShortlistDrafter {
+    fn propose(
+        &mut self,
+        context: &[u32],
+        max_tokens: usize,
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<Draft> {
+        let c = self.model.config().clone();
+        if context.is_empty() || max_tokens == 0 || context.iter().any(|&t| t as usize >= c.vocab_size) {
+            return Ok(Draft::empty());
+        }
+        if context.len() + max_tokens > c.max_position_embeddings {
+            return Ok(Draft::empty());
+        }
+        // Reuse the common prefix of the cache; the last context token is always fed again, as
+        // x_0 of the draft.
+        let common = self.fed.iter().zip(context).take_while(|(a, b)| a == b).count().min(context.len() - 1);
+        self.cache.truncate(common);
+        self.fed.truncate(common);
+        self.hidden.truncate(common);
+        if common + 1 < context.len() {
+            let one = self.model.pruned_head(&[0]).map_err(model_error)?;
+            self.feed(&context[common..context.len() - 1], Some(&one))?;
+        }
+        let mut token = context[context.len() - 1];
+        let mut tokens = Vec::with_capacity(max_tokens);
+        let mut distributions = Vec::new();
+        for t in 0..max_tokens {
+            let ids = self.shortlist(t, token)?;
+            let started = Instant::now();
+            let head = ids.as_deref().map(|ids| self.model.pruned_head(ids)).transpose().map_err(model_error)?;
+            let logits = self.feed(&[token], head.as_ref())?;
+            self.stats.forward_time += started.elapsed();
+            self.stats.positions += 1;
+            self.stats.shortlist_tokens += ids.as_ref().map_or(c.vocab_size, Vec::len) as u64;
+            // The logits over the target's vocabulary: −∞ outside the shortlist.
+            let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
+            match &ids {
+                None => row[..logits.len()].copy_from_slice(&logits),
+                Some(ids) => ids.iter().zip(&logits).for_each(|(&id, &l)| row[id as usize] = l),
+            }
+            token = if sampling.is_greedy() {
+                argmax(&row)
+            } else {
+                let probs = logits_to_probs(&row, sampling)?;
+                let token = sample(&probs, rng)?;
+                distributions.push(probs);
+                token
+            };
+            tokens.push(token);
+        }
+        Ok(if sampling.is_greedy() { Draft::deterministic(tokens) } else { Draft::sampled(tokens, distributions) })
+    }
+}

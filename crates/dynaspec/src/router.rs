@@ -1,0 +1,158 @@
+//! The low-cost router of DynaSpec §4.2: a two-layer MLP with ReLU, `r_θ : ℝ^{d_r} → ℝ^M`,
+//! scoring clusters from `[E(x_t), H̃_{t−1}]` (the current token's embedding and the drafter's
+//! previous final hidden state), run on the host in f32.
+
+use crate::error::{Error, Result};
+
+/// The router's weights: `s = W₂ · relu(W₁ · x + b₁) + b₂`, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Router {
+    input: usize,
+    hidden: usize,
+    clusters: usize,
+    w1: Vec<f32>,
+    b1: Vec<f32>,
+    w2: Vec<f32>,
+    b2: Vec<f32>,
+}
+
+impl Router {
+    /// A router from its weights: `w1` is `[hidden, input]`, `w2` is `[clusters, hidden]`.
+    ///
+    /// # Errors
+    /// When a dimension is 0, a length disagrees with the dimensions, or a weight is not finite.
+    pub fn new(
+        input: usize,
+        hidden: usize,
+        clusters: usize,
+        w1: Vec<f32>,
+        b1: Vec<f32>,
+        w2: Vec<f32>,
+        b2: Vec<f32>,
+    ) -> Result<Router> {
+        if input == 0 || hidden == 0 || clusters == 0 {
+            return Err(Error::invalid(format!(
+                "a router of input {input}, hidden {hidden} and {clusters} clusters; every size must be at least 1"
+            )));
+        }
+        let expect = [
+            ("w1", w1.len(), hidden * input),
+            ("b1", b1.len(), hidden),
+            ("w2", w2.len(), clusters * hidden),
+            ("b2", b2.len(), clusters),
+        ];
+        for (name, got, want) in expect {
+            if got != want {
+                return Err(Error::invalid(format!("router weight {name} holds {got} values, expected {want}")));
+            }
+        }
+        if [&w1, &b1, &w2, &b2].iter().any(|w| w.iter().any(|v| !v.is_finite())) {
+            return Err(Error::invalid("a router weight is not finite (NaN or infinite); retrain the router"));
+        }
+        Ok(Router { input, hidden, clusters, w1, b1, w2, b2 })
+    }
+
+    /// `d_r`, the input width (`2 · hidden_size` of the model: embedding and hidden state).
+    pub fn input_size(&self) -> usize {
+        self.input
+    }
+
+    /// Width of the hidden layer.
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// `M`, the number of cluster scores.
+    pub fn clusters(&self) -> usize {
+        self.clusters
+    }
+
+    /// The weights `(w1, b1, w2, b2)`.
+    pub fn weights(&self) -> (&[f32], &[f32], &[f32], &[f32]) {
+        (&self.w1, &self.b1, &self.w2, &self.b2)
+    }
+
+    /// Cluster scores `s = r_θ([E(x_t), H̃_{t−1}])` (logits; `σ(s)` is the probability that the
+    /// cluster holds one of the likely next tokens).
+    ///
+    /// # Errors
+    /// When `embedding.len() + prev_hidden.len()` is not the router's input width.
+    pub fn scores(&self, embedding: &[f32], prev_hidden: &[f32]) -> Result<Vec<f32>> {
+        if embedding.len() + prev_hidden.len() != self.input {
+            return Err(Error::invalid(format!(
+                "the router reads {} values ([E(x_t), H̃_(t−1)]) but got {} + {}; was it built for another model?",
+                self.input,
+                embedding.len(),
+                prev_hidden.len()
+            )));
+        }
+        let mut h = self.b1.clone();
+        for (j, out) in h.iter_mut().enumerate() {
+            let row = &self.w1[j * self.input..(j + 1) * self.input];
+            let (re, rh) = row.split_at(embedding.len());
+            *out += crate::clusters::dot(re, embedding) + crate::clusters::dot(rh, prev_hidden);
+            *out = out.max(0.0);
+        }
+        let mut s = self.b2.clone();
+        for (m, out) in s.iter_mut().enumerate() {
+            *out += crate::clusters::dot(&self.w2[m * self.hidden..(m + 1) * self.hidden], &h);
+        }
+        Ok(s)
+    }
+}
+
+/// The indices of the `k` largest scores, best first (ties to the lower index): `TopK_k(s)`.
+pub fn top_k(scores: &[f32], k: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..scores.len() as u32).collect();
+    let k = k.min(scores.len());
+    let by_score = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b));
+    if k < order.len() && k > 0 {
+        order.select_nth_unstable_by(k - 1, by_score);
+    }
+    order.truncate(k);
+    order.sort_by(by_score);
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_are_the_mlp_by_hand() {
+        // input 3 (embedding 2 + hidden 1), hidden 2, clusters 2.
+        let r = Router::new(
+            3,
+            2,
+            2,
+            vec![1.0, 0.0, 0.0, /**/ -1.0, 0.0, 1.0],
+            vec![0.0, 0.5],
+            vec![1.0, 1.0, /**/ 2.0, -1.0],
+            vec![0.0, 0.1],
+        )
+        .unwrap();
+        // h = relu([2, -2 + 3 + 0.5]) = [2, 1.5]; s = [3.5, 4 - 1.5 + 0.1].
+        let s = r.scores(&[2.0, 7.0], &[3.0]).unwrap();
+        assert!((s[0] - 3.5).abs() < 1e-6 && (s[1] - 2.6).abs() < 1e-6, "{s:?}");
+        // The ReLU bites: h = relu([-2, 2 + 0 + 0.5]) = [0, 2.5].
+        let s = r.scores(&[-2.0, 0.0], &[0.0]).unwrap();
+        assert!((s[0] - 2.5).abs() < 1e-6 && (s[1] + 2.4).abs() < 1e-6, "{s:?}");
+        assert!(r.scores(&[1.0], &[1.0]).unwrap_err().to_string().contains("reads 3 values"));
+    }
+
+    #[test]
+    fn bad_weights_are_refused() {
+        assert!(Router::new(2, 1, 1, vec![0.0; 3], vec![0.0], vec![0.0], vec![0.0]).is_err());
+        assert!(Router::new(2, 1, 1, vec![f32::NAN, 0.0], vec![0.0], vec![0.0], vec![0.0]).is_err());
+        assert!(Router::new(0, 1, 1, vec![], vec![0.0], vec![0.0], vec![0.0]).is_err());
+    }
+
+    #[test]
+    fn top_k_is_best_first_with_ties_to_the_lower_index() {
+        let s = [0.5, 2.0, 2.0, -1.0, 3.0];
+        assert_eq!(top_k(&s, 3), vec![4, 1, 2]);
+        assert_eq!(top_k(&s, 1), vec![4]);
+        assert_eq!(top_k(&s, 9), vec![4, 1, 2, 0, 3]);
+        assert!(top_k(&s, 0).is_empty());
+    }
+}
