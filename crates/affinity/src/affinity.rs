@@ -21,12 +21,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyspec_core::artifact::{ArtifactKind, MAX_PLAUSIBLE_VERSION};
+use anyspec_core::artifact::{
+    ArtifactKind, MAX_PLAUSIBLE_VERSION, SafetensorsVector, artifact_checksum, serialize_safetensors,
+};
 use anyspec_core::projection::{AffinityMatrix, SparseScores};
 use anyspec_vocab_map::Fingerprint;
 use safetensors::{Dtype, SafeTensors};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
@@ -185,16 +186,16 @@ impl Affinity {
         let scores: Vec<u8> = self.scores.csr().2.iter().flat_map(|v| v.to_le_bytes()).collect();
         let nnz = self.matrix.nnz();
         let n = self.info.vocab_size;
-        let tensors: [(&str, Dtype, usize, &[u8]); 4] = [
-            ("row_offsets", Dtype::U64, n + 1, &offsets),
-            ("columns", Dtype::U32, nnz, &columns),
-            ("values", Dtype::F32, nnz, &values),
-            ("scores", Dtype::F32, nnz, &scores),
+        let tensors: [SafetensorsVector<'_>; 4] = [
+            ("row_offsets", "U64", n + 1, &offsets),
+            ("columns", "U32", nnz, &columns),
+            ("values", "F32", nnz, &values),
+            ("scores", "F32", nnz, &scores),
         ];
         let mut metadata = metadata_of(&self.info);
-        let checksum = checksum(&metadata, tensors.iter().map(|&(name, _, _, data)| (name, data)));
+        let checksum = artifact_checksum(&metadata, tensors.iter().map(|&(name, _, _, data)| (name, data)));
         metadata.insert("checksum".to_string(), checksum);
-        Ok(serialize_in_order(&tensors, &metadata))
+        Ok(serialize_safetensors(&tensors, &metadata))
     }
 
     /// Writes the matrix to `path` atomically (a crash leaves the old file or the new one).
@@ -292,7 +293,7 @@ impl Affinity {
         let data = names.iter().zip(dtypes).map(|(&n, d)| tensor(n, d)).collect::<Result<Vec<_>>>()?;
         let mut unsigned = metadata.clone();
         let stored = unsigned.remove("checksum").unwrap_or_default();
-        let computed = checksum(&unsigned, names.iter().copied().zip(data.iter().copied()));
+        let computed = artifact_checksum(&unsigned, names.iter().copied().zip(data.iter().copied()));
         if stored != computed {
             return Err(corrupt(format!("checksum mismatch (stored {stored:?}, computed {computed})")));
         }
@@ -326,62 +327,6 @@ impl Affinity {
             .map_err(|source| Error::InvalidMatrix { path: path.to_path_buf(), source })?;
         Ok(Affinity { matrix, scores, info })
     }
-}
-
-/// The safetensors bytes of `tensors` (name, dtype, length, little-endian data; one dimension
-/// each) with the header's entries in a fixed order: `__metadata__` first with its keys sorted,
-/// then the tensors in the order given, the header padded with spaces to a multiple of 8 bytes
-/// as `safetensors::serialize` does.
-///
-/// `safetensors::serialize` takes the metadata as a `HashMap` and writes it in that map's
-/// per-instance random order, so two builds of the same matrix differed in their header bytes;
-/// every anyspec artifact is byte-reproducible, so this one writes its header itself.
-fn serialize_in_order(tensors: &[(&str, Dtype, usize, &[u8])], metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    let mut header = String::from("{\"__metadata__\":{");
-    for (i, (key, value)) in metadata.iter().enumerate() {
-        if i > 0 {
-            header.push(',');
-        }
-        header.push_str(&format!("{}:{}", json_string(key), json_string(value)));
-    }
-    header.push('}');
-    let mut offset = 0usize;
-    for &(name, dtype, len, data) in tensors {
-        let end = offset + data.len();
-        header.push_str(&format!(
-            ",{}:{{\"dtype\":\"{dtype:?}\",\"shape\":[{len}],\"data_offsets\":[{offset},{end}]}}",
-            json_string(name)
-        ));
-        offset = end;
-    }
-    header.push('}');
-    while header.len() % 8 != 0 {
-        header.push(' ');
-    }
-    let mut bytes = Vec::with_capacity(8 + header.len() + offset);
-    bytes.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for &(_, _, _, data) in tensors {
-        bytes.extend_from_slice(data);
-    }
-    bytes
-}
-
-/// `text` as a JSON string literal (RFC 8259 §7: quote, backslash and control characters
-/// escaped).
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn metadata_of(info: &AffinityInfo) -> BTreeMap<String, String> {
@@ -423,36 +368,4 @@ fn info_of(metadata: &BTreeMap<String, String>) -> std::result::Result<AffinityI
         distinct_pairs: field(metadata, "distinct_pairs")?,
         prune_floor: field(metadata, "prune_floor")?,
     })
-}
-
-/// SHA-256 over the metadata entries (in key order) and the tensors (in the given order), each
-/// piece length-prefixed so that no two different contents hash alike.
-fn checksum<'a>(metadata: &BTreeMap<String, String>, tensors: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
-    let mut hasher = Sha256::new();
-    let mut piece = |bytes: &[u8]| {
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    };
-    for (k, v) in metadata {
-        piece(k.as_bytes());
-        piece(v.as_bytes());
-    }
-    for (name, data) in tensors {
-        piece(name.as_bytes());
-        piece(data);
-    }
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::json_string;
-
-    #[test]
-    fn json_strings_escape_quotes_backslashes_and_control_characters() {
-        assert_eq!(json_string("plain"), "\"plain\"");
-        assert_eq!(json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
-        assert_eq!(json_string("tab\tnl\n"), "\"tab\\u0009nl\\u000a\"");
-        assert_eq!(json_string("ünï"), "\"ünï\"");
-    }
 }

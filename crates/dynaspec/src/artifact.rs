@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use anyspec_core::artifact::MAX_PLAUSIBLE_VERSION;
+use anyspec_core::artifact::{MAX_PLAUSIBLE_VERSION, SafetensorsVector, artifact_checksum, serialize_safetensors};
 use safetensors::{Dtype, SafeTensors};
 use sha2::{Digest, Sha256};
 
@@ -144,17 +144,18 @@ impl RouterFile {
         let assignment: Vec<u8> = self.clusters.assignment().iter().flat_map(|x| x.to_le_bytes()).collect();
         let (w1, b1, w2, b2) = self.router.weights();
         let (w1, b1, w2, b2) = (le(w1), le(b1), le(w2), le(b2));
-        let tensors: [(&str, Dtype, &[u8]); 5] = [
-            ("assignment", Dtype::U32, &assignment),
-            ("w1", Dtype::F32, &w1),
-            ("b1", Dtype::F32, &b1),
-            ("w2", Dtype::F32, &w2),
-            ("b2", Dtype::F32, &b2),
+        // Every tensor is of 4-byte elements.
+        let tensors: [SafetensorsVector<'_>; 5] = [
+            ("assignment", "U32", assignment.len() / 4, &assignment),
+            ("w1", "F32", w1.len() / 4, &w1),
+            ("b1", "F32", b1.len() / 4, &b1),
+            ("w2", "F32", w2.len() / 4, &w2),
+            ("b2", "F32", b2.len() / 4, &b2),
         ];
         let mut metadata = self.metadata();
-        let sum = checksum(&metadata, tensors.iter().map(|&(n, _, d)| (n, d)));
+        let sum = artifact_checksum(&metadata, tensors.iter().map(|&(n, _, _, d)| (n, d)));
         metadata.insert("checksum".into(), sum);
-        serialize_in_order(&tensors, &metadata)
+        serialize_safetensors(&tensors, &metadata)
     }
 
     /// Writes the router to `path` atomically (a crash leaves the old file or the new one).
@@ -240,7 +241,7 @@ impl RouterFile {
         }
         let mut unsigned = metadata.clone();
         let stored = unsigned.remove("checksum").unwrap_or_default();
-        let computed = checksum(&unsigned, names.iter().copied().zip(data.iter().copied()));
+        let computed = artifact_checksum(&unsigned, names.iter().copied().zip(data.iter().copied()));
         if stored != computed {
             return Err(corrupt(format!("checksum mismatch (stored {stored:?}, computed {computed})")));
         }
@@ -330,73 +331,6 @@ fn info_of(m: &BTreeMap<String, String>) -> std::result::Result<RouterInfo, Stri
         loss_log: list("loss_log")?,
         recall: recall_flat.chunks_exact(3).map(|c| (c[0] as usize, c[1], c[2])).collect(),
     })
-}
-
-/// The safetensors bytes of `tensors` (one dimension each) with the header in a fixed order:
-/// `__metadata__` first, keys sorted, then the tensors as given, padded to 8 bytes. (The same
-/// scheme as `anyspec-affinity`'s writer; `safetensors::serialize` orders metadata randomly.)
-fn serialize_in_order(tensors: &[(&str, Dtype, &[u8])], metadata: &BTreeMap<String, String>) -> Vec<u8> {
-    let mut header = String::from("{\"__metadata__\":{");
-    for (i, (key, value)) in metadata.iter().enumerate() {
-        if i > 0 {
-            header.push(',');
-        }
-        header.push_str(&format!("{}:{}", json_string(key), json_string(value)));
-    }
-    header.push('}');
-    let mut offset = 0usize;
-    for &(name, dtype, data) in tensors {
-        let end = offset + data.len();
-        let len = data.len() / 4;
-        header.push_str(&format!(
-            ",{}:{{\"dtype\":\"{dtype:?}\",\"shape\":[{len}],\"data_offsets\":[{offset},{end}]}}",
-            json_string(name)
-        ));
-        offset = end;
-    }
-    header.push('}');
-    while header.len() % 8 != 0 {
-        header.push(' ');
-    }
-    let mut bytes = Vec::with_capacity(8 + header.len() + offset);
-    bytes.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    for &(_, _, data) in tensors {
-        bytes.extend_from_slice(data);
-    }
-    bytes
-}
-
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn checksum<'a>(metadata: &BTreeMap<String, String>, tensors: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
-    let mut hasher = Sha256::new();
-    let mut piece = |bytes: &[u8]| {
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    };
-    for (k, v) in metadata {
-        piece(k.as_bytes());
-        piece(v.as_bytes());
-    }
-    for (name, data) in tensors {
-        piece(name.as_bytes());
-        piece(data);
-    }
-    hex(&hasher.finalize())
 }
 
 #[cfg(test)]

@@ -14,9 +14,11 @@
 
 mod json;
 mod kind;
+mod safetensors;
 
 pub use json::JsonSyntax;
 pub use kind::ArtifactKind;
+pub use safetensors::{SafetensorsVector, artifact_checksum, serialize_safetensors};
 
 use std::ffi::OsStr;
 use std::fs::{self, File};
