@@ -264,11 +264,21 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 /// Walks every output step by step: at position `i`, `rule` returns (positions verified besides
 /// the next token, tokens accepted); the step emits the accepted tokens plus one.
 fn walk(positions: &[Vec<Position>], cost: &Cost, rule: &dyn Fn(&Position) -> (usize, usize)) -> (f64, f64) {
+    walk_with(positions, cost, &mut |p, _| rule(p))
+}
+
+/// [`walk`] with a rule that may keep state across steps and is told how many tokens of the
+/// output remain at the position (the step's own token included).
+fn walk_with(
+    positions: &[Vec<Position>],
+    cost: &Cost,
+    rule: &mut dyn FnMut(&Position, usize) -> (usize, usize),
+) -> (f64, f64) {
     let (mut tokens, mut steps, mut spent) = (0usize, 0usize, 0.0f64);
     for prompt in positions {
         let mut i = 0;
         while i < prompt.len() {
-            let (verified, accepted) = rule(&prompt[i]);
+            let (verified, accepted) = rule(&prompt[i], prompt.len() - i);
             // The last token of an output is emitted by the step itself, never drafted.
             let accepted = accepted.min(prompt.len() - i - 1);
             tokens += accepted + 1;
@@ -294,34 +304,23 @@ fn walk_tuner(positions: &[Vec<Position>], cost: &Cost) -> (f64, f64) {
     for k in 1..=DEMO_GAMMA + 1 {
         tuner.observe_verify_time(k, Duration::from_secs_f64(cost.of(k) * UNIT_SECONDS));
     }
-    let (mut tokens, mut steps, mut spent) = (0usize, 0usize, 0.0f64);
-    for prompt in positions {
-        let mut i = 0;
-        while i < prompt.len() {
-            let p = &prompt[i];
-            let remaining = prompt.len() - i;
-            let gamma = tuner.next_gamma().min(DEMO_GAMMA).min(remaining - 1);
-            let drafted = p.len.min(gamma);
-            let (verified, class) =
-                if drafted == 0 { (0, None) } else { (tuner.verify_len_for(gamma, p.class).min(drafted), p.class) };
-            let accepted = p.accepted.min(verified);
-            let step_cost = cost.of(verified + 1);
-            tuner.observe(&StepObservation {
-                drafted: verified,
-                accepted,
-                bonus: accepted == verified,
-                // Drafting is modelled free; a tiny time keeps the tuner's "free drafter" rule.
-                draft_time: Duration::from_secs_f64(1e-4 * UNIT_SECONDS * drafted as f64),
-                verify_time: Duration::from_secs_f64(step_cost * UNIT_SECONDS),
-                class,
-            });
-            tokens += accepted + 1;
-            steps += 1;
-            spent += step_cost;
-            i += accepted + 1;
-        }
-    }
-    (tokens as f64 / steps.max(1) as f64, tokens as f64 / spent.max(1e-12))
+    walk_with(positions, cost, &mut |p, remaining| {
+        let gamma = tuner.next_gamma().min(DEMO_GAMMA).min(remaining - 1);
+        let drafted = p.len.min(gamma);
+        let (verified, class) =
+            if drafted == 0 { (0, None) } else { (tuner.verify_len_for(gamma, p.class).min(drafted), p.class) };
+        let accepted = p.accepted.min(verified);
+        tuner.observe(&StepObservation {
+            drafted: verified,
+            accepted,
+            bonus: accepted == verified,
+            // Drafting is modelled free; a tiny time keeps the tuner's "free drafter" rule.
+            draft_time: Duration::from_secs_f64(1e-4 * UNIT_SECONDS * drafted as f64),
+            verify_time: Duration::from_secs_f64(cost.of(verified + 1) * UNIT_SECONDS),
+            class,
+        });
+        (verified, accepted)
+    })
 }
 
 /// The γ per confidence class that maximises tokens per unit of cost over all positions
