@@ -10,7 +10,7 @@ use anyspec_vocab_map::Vocabulary;
 use crate::counts::NgramCounts;
 use crate::error::{Error, Result};
 use crate::format::encode_dictionary;
-use crate::params::BuildParams;
+use crate::params::{BuildParams, ContinuationRule};
 use crate::table::{ContinuationTable, TokenizedNgrams};
 
 /// Builds dictionary bytes from n-gram counts for `vocabulary`'s tokenizer, on `threads` threads
@@ -38,7 +38,10 @@ pub fn build_dictionary(
         return Err(Error::EmptyCorpus { text_bytes: counts.text_bytes() });
     }
     let ngrams = TokenizedNgrams::new(counts, vocabulary.tokenizer(), params, threads, progress)?;
-    let table = ContinuationTable::build(&ngrams, &params.orders, params.max_prefix, params.max_continuation);
+    let mut table = ContinuationTable::build(&ngrams, &params.orders, params.max_prefix, params.max_continuation);
+    if params.continuations == ContinuationRule::Chained {
+        table = table.chained(params.min_prob, params.max_prefix, params.max_continuation);
+    }
     let entries = table.select(params.min_prob, params.max_entries);
     encode_dictionary(&entries, &vocabulary.fingerprint(), params, ngrams.len() as u64, counts.text_bytes())
 }

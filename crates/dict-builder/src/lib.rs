@@ -45,7 +45,8 @@
 //! 8 tokens; [`BuildParams::default`] is the deployed n1+n2+n3, 200k entries, p_min 0.8). Ours,
 //! documented where they live: the segmentation into words ([`words`]), the running-text
 //! tokenization ([`running_text`]), `min_count` and the cap on tokenized n-grams
-//! ([`BuildParams`]).
+//! ([`BuildParams`]), and [`ContinuationRule::Chained`], continuations extended across word ends
+//! (the paper does not say how it forms its multi-word drafts; §3.1's rule is the default).
 //!
 //! ## Quirks
 //!
@@ -75,5 +76,5 @@ pub use dictionary::Dictionary;
 pub use emulate::{EmulationConfig, emulate, emulate_sequence};
 pub use error::{Error, Result};
 pub use format::{DictionaryInfo, FORMAT_VERSION, encode_dictionary};
-pub use params::{BuildParams, MAX_CONTINUATION_LIMIT, MAX_PREFIX_LIMIT};
+pub use params::{BuildParams, ContinuationRule, MAX_CONTINUATION_LIMIT, MAX_PREFIX_LIMIT};
 pub use table::{ContinuationTable, TableEntry, TokenizedNgrams};

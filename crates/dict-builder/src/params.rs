@@ -38,6 +38,38 @@ pub struct BuildParams {
     pub max_prefix: usize,
     /// Continuations longer than this keep their first `max_continuation` tokens (≤ 8).
     pub max_continuation: usize,
+    /// Which continuation a prefix stores: the most frequent exact one (§3.1), or that one
+    /// extended by chaining. Dictionaries written before this field existed read as
+    /// [`ContinuationRule::MostFrequent`], the rule they were built with.
+    #[serde(default)]
+    pub continuations: ContinuationRule,
+}
+
+/// How the stored continuation of a prefix is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContinuationRule {
+    /// dictspec.txt §3.1 as written: over every split of every tokenized n-gram, the exact
+    /// continuation counted most often after the prefix. Shorter n-grams are counted at least
+    /// as often as their extensions, so it almost always ends where the prefix's word ends.
+    #[default]
+    MostFrequent,
+    /// Ours: the most frequent continuation, then extended while the longest-suffix entry at its
+    /// end has a best continuation of probability ≥ p_min, up to `max_continuation` tokens
+    /// ([`ContinuationTable::chained`](crate::ContinuationTable::chained)). The paper drafts
+    /// 2.6–6.3 tokens per draft and does not say how it forms continuations across words; this
+    /// is one rule that reaches that length.
+    Chained,
+}
+
+impl ContinuationRule {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContinuationRule::MostFrequent => "most-frequent",
+            ContinuationRule::Chained => "chained",
+        }
+    }
 }
 
 impl Default for BuildParams {
@@ -50,6 +82,7 @@ impl Default for BuildParams {
             min_prob: 0.8,
             max_prefix: 8,
             max_continuation: 8,
+            continuations: ContinuationRule::MostFrequent,
         }
     }
 }
@@ -84,5 +117,21 @@ impl BuildParams {
             return Err(Error::invalid("max_continuation", "in 1..=8", self.max_continuation));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_recorded_before_the_continuation_rule_read_as_most_frequent() {
+        let mut json =
+            serde_json::to_value(BuildParams { continuations: ContinuationRule::Chained, ..BuildParams::default() })
+                .unwrap();
+        assert_eq!(json["continuations"], "chained");
+        json.as_object_mut().unwrap().remove("continuations");
+        let old: BuildParams = serde_json::from_value(json).unwrap();
+        assert_eq!(old.continuations, ContinuationRule::MostFrequent);
     }
 }

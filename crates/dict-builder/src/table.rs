@@ -200,6 +200,62 @@ impl ContinuationTable {
         table
     }
 
+    /// The same table with every continuation whose probability is at least `min_prob` extended
+    /// by chaining ([`ContinuationRule::Chained`](crate::ContinuationRule::Chained)): while the
+    /// continuation is shorter than `max_continuation`, find the longest suffix (at most
+    /// `max_prefix` tokens) of prefix ⊕ continuation that is itself a prefix of the table whose
+    /// best continuation has probability at least `min_prob` (the entry a drafter's
+    /// longest-suffix lookup would find there), and append that continuation.
+    /// An entry keeps its first hop's counts, so [`ContinuationTable::select`] filters and ranks
+    /// exactly as without chaining; only the stored continuations grow.
+    ///
+    /// Why: §3.1 keeps, per prefix, the single most frequent exact continuation. Every shorter
+    /// n-gram is counted at least as often as its extensions, so that continuation almost always
+    /// ends at the end of the prefix's word (see `reports/dict.md`, "Why our drafts are shorter
+    /// than the paper's"). Chaining continues into the next words only where each step is as
+    /// confident as p_min demands of a first step — the lookup the drafter would make after the
+    /// draft were accepted, made offline.
+    pub fn chained(&self, min_prob: f64, max_prefix: usize, max_continuation: usize) -> Self {
+        let max_prefix = max_prefix.max(1);
+        let max_continuation = max_continuation.max(1);
+        let index: std::collections::HashMap<&[u32], usize> =
+            self.entries.iter().enumerate().map(|(i, raw)| (self.entry(raw).prefix, i)).collect();
+        let mut out = ContinuationTable { tokens: Vec::with_capacity(self.tokens.len()), entries: Vec::new() };
+        let mut sequence: Vec<u32> = Vec::new();
+        for raw in &self.entries {
+            let entry = self.entry(raw);
+            sequence.clear();
+            sequence.extend_from_slice(entry.prefix);
+            sequence.extend_from_slice(entry.continuation);
+            let mut length = entry.continuation.len().min(max_continuation);
+            if entry.probability() >= min_prob {
+                while length < max_continuation {
+                    let end = entry.prefix.len() + length;
+                    let next = (1..=max_prefix.min(end)).rev().find_map(|k| {
+                        let next = self.entry(&self.entries[*index.get(&sequence[end - k..end])?]);
+                        (next.probability() >= min_prob && !next.continuation.is_empty()).then_some(next)
+                    });
+                    let Some(next) = next else { break };
+                    sequence.truncate(end);
+                    let take = next.continuation.len().min(max_continuation - length);
+                    sequence.extend_from_slice(&next.continuation[..take]);
+                    length += take;
+                }
+            }
+            let prefix_at = out.tokens.len() as u32;
+            out.tokens.extend_from_slice(entry.prefix);
+            let continuation_at = out.tokens.len() as u32;
+            out.tokens.extend_from_slice(&sequence[entry.prefix.len()..entry.prefix.len() + length]);
+            out.entries.push(RawEntry {
+                prefix: (prefix_at, raw.prefix.1),
+                continuation: (continuation_at, length as u8),
+                count: raw.count,
+                total: raw.total,
+            });
+        }
+        out
+    }
+
     /// Number of distinct prefixes.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -278,6 +334,47 @@ mod tests {
         let at_two = table.iter().find(|e| e.prefix == [1, 2]).unwrap();
         assert_eq!(at_two.continuation, &[3, 4]);
         assert!(table.iter().all(|e| e.prefix.len() <= 3 && e.continuation.len() <= 2));
+    }
+
+    /// Word A = tokens 1 2, word B = 3 4, word C = 7 8; the bigram "A B" is seen 9 times.
+    fn two_words() -> TokenizedNgrams {
+        TokenizedNgrams::from_tokenized([(&[1u32, 2][..], 10, 1), (&[3, 4][..], 10, 1), (&[1, 2, 3, 4][..], 9, 2)])
+    }
+
+    fn continuation_of(table: &ContinuationTable, prefix: &[u32]) -> Vec<u32> {
+        table.iter().find(|e| e.prefix == prefix).map(|e| e.continuation.to_vec()).unwrap_or_default()
+    }
+
+    #[test]
+    fn chaining_continues_past_the_word_end_where_each_step_is_confident() {
+        let table = ContinuationTable::build(&two_words(), &[1, 2], 8, 8);
+        // §3.1's rule: after [1] the rest of word A alone (10 of 19).
+        assert_eq!(continuation_of(&table, &[1]), vec![2]);
+        // Chained at p_min 0.5: [1 2] → [3 4] has probability 9/9, so word B follows.
+        let chained = table.chained(0.5, 8, 8);
+        assert_eq!(continuation_of(&chained, &[1]), vec![2, 3, 4]);
+        // The first hop's counts are kept, so selection is unchanged.
+        let first = chained.iter().find(|e| e.prefix == [1]).unwrap();
+        assert_eq!((first.count, first.total), (10, 19));
+        assert_eq!(chained.select(0.5, 10).len(), table.select(0.5, 10).len());
+        // Capped at max_continuation.
+        assert_eq!(continuation_of(&table.chained(0.5, 8, 2), &[1]), vec![2, 3]);
+        // An entry below p_min is not extended (10/19 < 0.6).
+        assert_eq!(continuation_of(&table.chained(0.6, 8, 8), &[1]), vec![2]);
+    }
+
+    #[test]
+    fn chaining_stops_at_an_ambiguous_step() {
+        // [1] → [2] is confident (20 of 28), but after word A, words B and C are equally likely:
+        // no further hop reaches p_min 0.6.
+        let mut ngrams: Vec<(&[u32], u64, usize)> =
+            vec![(&[1, 2], 20, 1), (&[3, 4], 10, 1), (&[1, 2, 3, 4], 4, 2), (&[1, 2, 7, 8], 4, 2)];
+        let table = ContinuationTable::build(&TokenizedNgrams::from_tokenized(ngrams.clone()), &[1, 2], 8, 8);
+        assert_eq!(continuation_of(&table.chained(0.6, 8, 8), &[1]), vec![2]);
+        // One more "A B" makes the step after A confident enough (5 of 9 ≥ p_min 0.55).
+        ngrams[2].1 = 5;
+        let table = ContinuationTable::build(&TokenizedNgrams::from_tokenized(ngrams), &[1, 2], 8, 8);
+        assert_eq!(continuation_of(&table.chained(0.55, 8, 8), &[1]), vec![2, 3, 4]);
     }
 
     #[test]

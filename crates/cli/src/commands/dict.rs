@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::{
-    BuildParams, CorpusOptions, Dictionary, EmulationConfig, NgramCounts, build_dictionary, emulate,
+    BuildParams, ContinuationRule, CorpusOptions, Dictionary, EmulationConfig, NgramCounts, build_dictionary, emulate,
     running_text::encode_plain, write_dictionary,
 };
 use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
@@ -87,6 +87,12 @@ struct BuildArgs {
     /// Longest stored continuation in tokens, 1–8.
     #[arg(long, default_value_t = 8)]
     max_continuation: usize,
+    /// Which continuation a prefix stores: `most-frequent` (DictSpec §3.1: the exact
+    /// continuation seen most often, which almost always ends with the prefix's word) or
+    /// `chained` (ours: that one, extended across words while each next step's probability is
+    /// at least --min-prob).
+    #[arg(long, value_enum, default_value_t = Continuations::MostFrequent)]
+    continuations: Continuations,
     /// Most frequent n-grams tokenized, over all orders.
     #[arg(long, default_value_t = 2_000_000)]
     max_ngrams: usize,
@@ -226,6 +232,22 @@ struct BuildReport {
     megabytes_per_second: f64,
 }
 
+/// `--continuations`, the command-line face of [`ContinuationRule`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Continuations {
+    MostFrequent,
+    Chained,
+}
+
+impl From<Continuations> for ContinuationRule {
+    fn from(value: Continuations) -> Self {
+        match value {
+            Continuations::MostFrequent => ContinuationRule::MostFrequent,
+            Continuations::Chained => ContinuationRule::Chained,
+        }
+    }
+}
+
 fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let params = BuildParams {
         orders: args.orders.clone(),
@@ -235,6 +257,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         min_prob: args.min_prob,
         max_prefix: args.max_prefix,
         max_continuation: args.max_continuation,
+        continuations: args.continuations.into(),
     };
     params.validate().map_err(flag_error)?;
     let inputs: Vec<(&str, &Path)> = std::iter::once(("--tokenizer", args.tokenizer.as_path()))
@@ -462,6 +485,7 @@ fn info(args: InfoArgs) -> anyhow::Result<()> {
         vec!["orders".into(), format!("{:?}", p.orders)],
         vec!["max entries / min prob".into(), format!("{} / {}", p.max_entries, p.min_prob)],
         vec!["max prefix / continuation".into(), format!("{} / {}", p.max_prefix, p.max_continuation)],
+        vec!["continuations".into(), p.continuations.name().into()],
         vec!["n-grams used / min count".into(), format!("{} / {}", report.info.ngrams, p.min_count)],
         vec!["corpus text".into(), format!("{:.1} MB", report.info.text_bytes as f64 / 1e6)],
     ];

@@ -74,6 +74,37 @@ fn sharded_and_direct_builds_agree_and_emulate() {
 }
 
 #[test]
+fn chained_continuations_keep_the_entries_and_draft_further() {
+    let dir = temp_dir().join("chained");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (tokenizer, corpus) = (fixture("tokenizer.json"), fixture("corpus.txt"));
+    let build = |rule: &str, out: &str| {
+        let args = ["dict", "build", "--corpus", &corpus, "--tokenizer", &tokenizer, "--min-count", "1"];
+        json(&anyspec(&[&args[..], &["--continuations", rule, "-o", &path(out), "--json"]].concat()))
+    };
+    let plain = build("most-frequent", "plain.dict");
+    let chained = build("chained", "chained.dict");
+    // Chaining changes only what is stored after each prefix, never which prefixes are kept.
+    assert_eq!(plain["entries"], chained["entries"]);
+    assert!(chained["bytes"].as_u64().unwrap() > plain["bytes"].as_u64().unwrap(), "{plain} {chained}");
+    let info = json(&anyspec(&["dict", "info", &path("chained.dict"), "--json"]));
+    assert_eq!(info["info"]["params"]["continuations"], "chained");
+    let emulate = |dict: &str| {
+        let args = ["dict", "emulate", "--dict", &path(dict), "--tokenizer", &tokenizer, "--text", &corpus];
+        json(&anyspec(&[&args[..], &["--per-line", "--drafter", "dict", "--json"]].concat()))
+    };
+    let (plain, chained) = (emulate("plain.dict"), emulate("chained.dict"));
+    // On its own corpus, the chained dictionary drafts and gets accepted further per step.
+    let mal = |r: &serde_json::Value| r["mean_accepted_length"].as_f64().unwrap();
+    assert!(mal(&chained) > mal(&plain), "{plain} {chained}");
+    let bad = anyspec(&["dict", "build", "--corpus", &corpus, "--tokenizer", &tokenizer, "--continuations", "longest"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("most-frequent"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn errors_name_the_flag_or_file() {
     let tokenizer = fixture("tokenizer.json");
     let corpus = fixture("corpus.txt");
