@@ -17,6 +17,8 @@
 //! - [`LlamaTarget`]: the [`anyspec_core::Target`] (scores the last γ + 1 positions, rolls back
 //!   by truncating the cache, verifies where the logits are).
 //! - [`DeviceChoice`]: `cpu`, `wgpu`, `cuda`, chosen at run time.
+//! - [`blocks`]: RMSNorm, RoPE, SwiGLU and attention over burn tensors, the one definition of
+//!   the architecture that the burn engine and `anyspec-train`'s training model both run.
 //!
 //! ```no_run
 //! use anyspec_models::{Checkpoint, DeviceChoice, LlamaTarget, Session};
@@ -44,6 +46,7 @@
 
 #![deny(missing_docs)]
 
+pub mod blocks;
 mod cache;
 mod checkpoint;
 mod config;

@@ -1,11 +1,13 @@
 //! The Llama-family decoder: embeddings, pre-norm attention + SwiGLU layers, final norm, LM head.
 //!
 //! Batch size is always one (speculative decoding verifies one sequence at a time), so
-//! activations are `[positions, width]` and attention runs per key/value head.
+//! activations are `[positions, width]` and attention runs per key/value head. The arithmetic
+//! of each block (RMSNorm, RoPE, SwiGLU, attention) is [`crate::blocks`], which
+//! `anyspec-train`'s training model runs too.
 
-use burn::tensor::activation::{silu, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+use crate::blocks::{apply_rope, attention, causal_mask, rms_norm, swiglu};
 use crate::cache::BurnCache;
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
@@ -217,7 +219,6 @@ impl BurnLlama {
         }
         let positions: Vec<usize> = (start..start + len).collect();
         let mask = self.mask(start, len);
-        let mask = Tensor::<4>::from_data(TensorData::new(mask, [1, 1, len, start + len]), &self.device);
         let h = self.layers(tokens, &positions, &mut |index, layer, x, cos, sin| {
             self.causal_attention(layer, index, x, cos, sin, &mask, cache)
         });
@@ -240,15 +241,13 @@ impl BurnLlama {
             None => self.lm_head.clone().select(1, ids).transpose(),
         };
 
-        let (cos, sin) = self.rope.tables_at(positions.iter().copied());
-        let cos = Tensor::<3>::from_data(TensorData::new(cos, [1, len, c.head_dim]), &self.device);
-        let sin = Tensor::<3>::from_data(TensorData::new(sin, [1, len, c.head_dim]), &self.device);
+        let (cos, sin) = self.rope.tensors_at::<3>(positions.iter().copied(), &self.device);
 
         for (index, layer) in self.layers.iter().enumerate() {
             let attn = attend(index, layer, rms_norm(h.clone(), &layer.input_norm, c.rms_norm_eps), &cos, &sin);
             h = h + attn;
             let x = rms_norm(h.clone(), &layer.post_attention_norm, c.rms_norm_eps);
-            let mlp = layer.down_proj.forward(silu(layer.gate_proj.forward(x.clone())) * layer.up_proj.forward(x));
+            let mlp = layer.down_proj.forward(swiglu(layer.gate_proj.forward(x.clone()), layer.up_proj.forward(x)));
             h = h + mlp;
         }
         h
@@ -259,21 +258,13 @@ impl BurnLlama {
         BurnCache::new(self.config.num_layers)
     }
 
-    /// Additive mask `[len, start + len]`: 0 where query `start + i` may see key `j`, −∞ elsewhere.
-    fn mask(&self, start: usize, len: usize) -> Vec<f32> {
-        let total = start + len;
-        let window = self.config.sliding_window.unwrap_or(usize::MAX);
-        let mut mask = vec![f32::NEG_INFINITY; len * total];
-        for i in 0..len {
-            let query = start + i;
-            for key in 0..=query {
-                // transformers' sliding window keeps keys with query − key < window.
-                if query - key < window {
-                    mask[i * total + key] = 0.0;
-                }
-            }
-        }
-        mask
+    /// The causal mask of `len` new positions after `start` cached ones, `[1, group · len,
+    /// start + len]`: [`causal_mask`] repeated for the `group` query heads that
+    /// [`BurnLlama::causal_attention`] stacks along the position axis.
+    fn mask(&self, start: usize, len: usize) -> Tensor<3> {
+        let group = self.config.num_heads / self.config.num_kv_heads;
+        let mask = causal_mask(start, len, self.config.sliding_window).repeat(group);
+        Tensor::from_data(TensorData::new(mask, [1, group * len, start + len]), &self.device)
     }
 
     /// Queries `[heads, len, head_dim]` and keys and values `[kv_heads, len, head_dim]` of one
@@ -282,8 +273,8 @@ impl BurnLlama {
         let c = &self.config;
         let len = x.dims()[0];
         let split = |t: Tensor<2>, n: usize| t.reshape([len, n, c.head_dim]).swap_dims(0, 1);
-        let q = rotate(split(layer.q_proj.forward(x.clone()), c.num_heads), cos, sin);
-        let k = rotate(split(layer.k_proj.forward(x.clone()), c.num_kv_heads), cos, sin);
+        let q = apply_rope(split(layer.q_proj.forward(x.clone()), c.num_heads), cos, sin);
+        let k = apply_rope(split(layer.k_proj.forward(x.clone()), c.num_kv_heads), cos, sin);
         let v = split(layer.v_proj.forward(x), c.num_kv_heads);
         [q, k, v]
     }
@@ -298,7 +289,7 @@ impl BurnLlama {
         x: Tensor<2>,
         cos: &Tensor<3>,
         sin: &Tensor<3>,
-        mask: &Tensor<4>,
+        mask: &Tensor<3>,
         cache: &mut BurnCache,
     ) -> Tensor<2> {
         let c = &self.config;
@@ -307,32 +298,13 @@ impl BurnLlama {
         let group = heads / kv_heads;
         let [q, k, v] = self.project(layer, x, cos, sin);
         let (k, v) = cache.append(index, k, v);
-        let total = k.dims()[1];
 
         // Grouped-query attention without copying keys: the `group` query heads that share a
-        // key/value head are stacked along the position axis.
+        // key/value head are stacked along the position axis (and the mask with them).
         let q = q.reshape([kv_heads, group * len, head_dim]);
-        let scores = q.matmul(k.swap_dims(1, 2)).mul_scalar(1.0 / (head_dim as f64).sqrt());
-        let scores = scores.reshape([kv_heads, group, len, total]) + mask.clone();
-        let weights = softmax(scores, 3).reshape([kv_heads, group * len, total]);
-        let out = weights.matmul(v).reshape([heads, len, head_dim]).swap_dims(0, 1).reshape([len, heads * head_dim]);
-        layer.o_proj.forward(out)
+        let out = attention(q, k, v, mask).reshape([heads, len, head_dim]).swap_dims(0, 1);
+        layer.o_proj.forward(out.reshape([len, heads * head_dim]))
     }
-}
-
-/// `x · rsqrt(mean(x²) + ε) · w`, as `LlamaRMSNorm`.
-fn rms_norm(x: Tensor<2>, weight: &Tensor<2>, eps: f64) -> Tensor<2> {
-    let scale = x.clone().square().mean_dim(1).add_scalar(eps).sqrt().recip();
-    x * scale * weight.clone()
-}
-
-/// `x · cos + rotate_half(x) · sin` with `rotate_half([a, b]) = [−b, a]`.
-fn rotate(x: Tensor<3>, cos: &Tensor<3>, sin: &Tensor<3>) -> Tensor<3> {
-    let half = x.dims()[2] / 2;
-    let first = x.clone().narrow(2, 0, half);
-    let second = x.clone().narrow(2, half, half);
-    let rotated = Tensor::cat(vec![second.neg(), first], 2);
-    x * cos.clone() + rotated * sin.clone()
 }
 
 /// Reads every tensor of the architecture, checking names and shapes as it goes.
@@ -385,7 +357,7 @@ impl Loader<'_> {
             layers,
             norm,
             lm_head,
-            rope: Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling),
+            rope: Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling)?,
         })
     }
 

@@ -69,6 +69,9 @@ pub enum Error {
         /// What failed.
         message: String,
     },
+    /// `anyspec-models` refused the architecture (its RoPE tables, for instance).
+    #[error(transparent)]
+    Model(#[from] anyspec_models::Error),
     /// A tensor could not be read back from the device.
     #[error("reading tensor {tensor} from the device: {message}")]
     Device {

@@ -8,8 +8,9 @@
 //!   one token per byte), so that drafters and target disagree on vocabularies the way real
 //!   model pairs do.
 //! - [`ModelSpec`] + [`TrainableLlama`]: the Llama architecture that `anyspec-models` loads
-//!   (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied embeddings), written over burn tensors
-//!   with autodiff.
+//!   (RMSNorm, RoPE, grouped-query attention, SwiGLU, tied embeddings), batched for training
+//!   over burn tensors with autodiff. Its blocks are `anyspec_models::blocks`, the ones the
+//!   burn inference engine runs, so a trained model and its reloaded checkpoint agree.
 //! - [`train`]: random windows of a token stream, next-token cross-entropy, AdamW with warm-up and
 //!   cosine decay, global-norm clipping; progress through [`anyspec_core::Progress`] and a
 //!   per-step callback for logs.

@@ -1,12 +1,18 @@
-//! [`TrainableLlama`]: the Llama decoder of `anyspec-models` written for training — batched
+//! [`TrainableLlama`]: the Llama decoder of `anyspec-models` laid out for training — batched
 //! `[batch, seq]` inputs, a causal mask over whole windows, no KV cache — over plain tensors that
 //! the trainer turns into autodiff leaves each step.
 //!
-//! The arithmetic follows `anyspec_models::Llama` and `transformers`' `LlamaForCausalLM` (pre-norm
-//! RMSNorm, rotate-half RoPE, grouped-query attention, SwiGLU, tied LM head), so a saved
-//! checkpoint reloads to the same logits; the `it` tests check that.
+//! The blocks are `anyspec_models::blocks` (RMSNorm, rotate-half RoPE and its tables, SwiGLU,
+//! scaled-dot-product attention, the causal mask), the ones the burn engine of
+//! `anyspec_models::Llama` runs: only the batching, the parameter layout and grouped-query
+//! attention's `repeat_kv` are written here. With a tied LM head this is `transformers`'
+//! `LlamaForCausalLM`, so a saved checkpoint reloads to the same logits; the `it` tests check
+//! that against both of `anyspec-models`' engines (the native one has its own host-slice
+//! arithmetic, so it would catch an error in the shared blocks too).
 
-use burn::tensor::activation::{log_softmax, silu, softmax};
+use anyspec_models::RopeScaling;
+use anyspec_models::blocks::{Rope, apply_rope, attention, causal_mask, rms_norm, swiglu};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -42,6 +48,8 @@ const PER_LAYER: usize = 9;
 #[derive(Clone, Debug)]
 pub struct TrainableLlama {
     spec: ModelSpec,
+    /// Plain RoPE (`rope_scaling: null` in the saved `config.json`).
+    rope: Rope,
     pub(crate) params: Vec<Param>,
 }
 
@@ -50,6 +58,7 @@ impl TrainableLlama {
     /// residual branch scaled down by √(2·layers), as GPT-2 does), norm gains at one.
     pub fn new(spec: ModelSpec, seed: u64, device: &Device) -> Result<Self> {
         spec.validate()?;
+        let rope = Rope::new(spec.head_dim(), spec.rope_theta, &RopeScaling::None)?;
         let mut rng = StdRng::seed_from_u64(seed);
         let (h, kv) = (spec.hidden_size, spec.num_kv_heads * spec.head_dim());
         let std = 0.02;
@@ -83,7 +92,7 @@ impl TrainableLlama {
             ));
         }
         params.push(param("model.norm.weight".into(), Kind::Norm, ones(h)));
-        Ok(TrainableLlama { spec, params })
+        Ok(TrainableLlama { spec, rope, params })
     }
 
     /// The architecture.
@@ -138,26 +147,18 @@ impl TrainableLlama {
         let embed = params[0].clone();
         let mut h = embed.clone().select(0, ids);
 
-        let (cos, sin) = rope_tables(s.head_dim(), s.rope_theta, seq);
-        let cos = Tensor::<4>::from_data(TensorData::new(cos, [1, 1, seq, s.head_dim()]), &device);
-        let sin = Tensor::<4>::from_data(TensorData::new(sin, [1, 1, seq, s.head_dim()]), &device);
-        let mut mask = vec![0.0f32; seq * seq];
-        for i in 0..seq {
-            for j in i + 1..seq {
-                mask[i * seq + j] = f32::NEG_INFINITY;
-            }
-        }
-        let mask = Tensor::<4>::from_data(TensorData::new(mask, [1, 1, seq, seq]), &device);
+        let (cos, sin) = self.rope.tensors_at::<4>(0..seq, &device);
+        let mask = Tensor::<4>::from_data(TensorData::new(causal_mask(0, seq, None), [1, 1, seq, seq]), &device);
 
         for layer in params[1..1 + PER_LAYER * s.num_layers].chunks_exact(PER_LAYER) {
             let [input_norm, q, k, v, o, post_norm, gate, up, down] = layer else {
                 unreachable!("chunks_exact yields {PER_LAYER} parameters");
             };
             let x = rms_norm(h.clone(), input_norm, s.rms_norm_eps);
-            let attn = self.attention(x, [q, k, v, o], &cos, &sin, &mask, batch, seq);
+            let attn = self.self_attention(x, [q, k, v, o], &cos, &sin, &mask, batch, seq);
             h = h + attn;
             let x = rms_norm(h.clone(), post_norm, s.rms_norm_eps);
-            let mlp = (silu(x.clone().matmul(gate.clone())) * x.matmul(up.clone())).matmul(down.clone());
+            let mlp = swiglu(x.clone().matmul(gate.clone()), x.matmul(up.clone())).matmul(down.clone());
             h = h + mlp;
         }
         let norm = &params[1 + PER_LAYER * s.num_layers];
@@ -165,7 +166,7 @@ impl TrainableLlama {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn attention(
+    fn self_attention(
         &self,
         x: Tensor<2>,
         [q, k, v, o]: [&Tensor<2>; 4],
@@ -179,8 +180,8 @@ impl TrainableLlama {
         let (heads, kv_heads, d) = (s.num_heads, s.num_kv_heads, s.head_dim());
         let group = heads / kv_heads;
         let split = |t: Tensor<2>, n: usize| t.reshape([batch, seq, n, d]).swap_dims(1, 2);
-        let q = rotate(split(x.clone().matmul(q.clone()), heads), cos, sin);
-        let k = rotate(split(x.clone().matmul(k.clone()), kv_heads), cos, sin);
+        let q = apply_rope(split(x.clone().matmul(q.clone()), heads), cos, sin);
+        let k = apply_rope(split(x.clone().matmul(k.clone()), kv_heads), cos, sin);
         let v = split(x.matmul(v.clone()), kv_heads);
         // Each key/value head serves `group` consecutive query heads, as `repeat_kv` in transformers.
         let repeat = |t: Tensor<4>| -> Tensor<4> {
@@ -191,8 +192,7 @@ impl TrainableLlama {
             }
         };
         let (k, v) = (repeat(k), repeat(v));
-        let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(1.0 / (d as f64).sqrt()) + mask.clone();
-        let out = softmax(scores, 3).matmul(v).swap_dims(1, 2).reshape([batch * seq, heads * d]);
+        let out = attention(q, k, v, mask).swap_dims(1, 2).reshape([batch * seq, heads * d]);
         out.matmul(o.clone())
     }
 
@@ -214,39 +214,6 @@ impl TrainableLlama {
         let values = host(logits, "logits")?;
         Ok(values.chunks_exact(self.spec.vocab_size).map(<[f32]>::to_vec).collect())
     }
-}
-
-/// `x · rsqrt(mean(x²) + ε) · w`, as `LlamaRMSNorm`.
-fn rms_norm(x: Tensor<2>, weight: &Tensor<2>, eps: f64) -> Tensor<2> {
-    let scale = x.clone().square().mean_dim(1).add_scalar(eps).sqrt().recip();
-    x * scale * weight.clone()
-}
-
-/// `x · cos + rotate_half(x) · sin` over `[batch, heads, seq, head_dim]`.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let half = x.dims()[3] / 2;
-    let first = x.clone().narrow(3, 0, half);
-    let second = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![second.neg(), first], 3);
-    x * cos.clone() + rotated * sin.clone()
-}
-
-/// `cos`/`sin` `[seq, head_dim]` of plain RoPE, computed in f32 as transformers does.
-fn rope_tables(head_dim: usize, theta: f64, seq: usize) -> (Vec<f32>, Vec<f32>) {
-    let half = head_dim / 2;
-    let inv_freq: Vec<f32> = (0..half).map(|i| (1.0 / theta.powf((2 * i) as f64 / head_dim as f64)) as f32).collect();
-    let mut cos = Vec::with_capacity(seq * head_dim);
-    let mut sin = Vec::with_capacity(seq * head_dim);
-    for position in 0..seq {
-        for _ in 0..2 {
-            for &f in &inv_freq {
-                let angle = position as f32 * f;
-                cos.push(angle.cos());
-                sin.push(angle.sin());
-            }
-        }
-    }
-    (cos, sin)
 }
 
 /// A standard normal draw (Box–Muller), so initialisation needs no distribution crate.

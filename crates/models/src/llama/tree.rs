@@ -12,7 +12,8 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use super::{BurnLlama, PrunedHead, rms_norm};
+use super::{BurnLlama, PrunedHead};
+use crate::blocks::rms_norm;
 use crate::cache::BurnCache;
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};

@@ -228,7 +228,7 @@ impl NativeLlama {
             layers.push(layer);
         }
         let norm = source.read_f32(&format!("{prefix}norm.weight"), &[hidden])?;
-        let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling);
+        let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling)?;
         Ok(NativeLlama {
             config,
             kernel,
