@@ -76,7 +76,7 @@ pub struct RouterFile {
 }
 
 /// The fingerprint of a model as far as a router depends on it: its vocabulary size, hidden size
-/// and LM-head rows (`[vocab, hidden]` f32, as [`anyspec_models`-style] `lm_head_rows` returns),
+/// and LM-head rows (`[vocab, hidden]` f32, as `anyspec_models`' `lm_head_rows` returns),
 /// SHA-256, 64 hex digits. Another model (or another quantization of it) gets another one.
 pub fn model_fingerprint(vocab: usize, hidden: usize, head_rows: &[f32]) -> String {
     let mut h = Sha256::new();

@@ -61,11 +61,9 @@ pub struct ShortlistDrafter {
     stats: ShortlistStats,
 }
 
+/// The drafting model's failures are the drafter's (`anyspec_models`' own conversion would call
+/// them the target's).
 fn model_error(e: anyspec_models::Error) -> anyspec_core::Error {
-    anyspec_core::Error::Drafter(Box::new(e))
-}
-
-fn own_error(e: Error) -> anyspec_core::Error {
     anyspec_core::Error::Drafter(Box::new(e))
 }
 
@@ -137,7 +135,7 @@ impl ShortlistDrafter {
                         &zeros
                     }
                 };
-                Some(d.shortlist(t, &embedding, prev).map_err(own_error)?.ids().to_vec())
+                Some(d.shortlist(t, &embedding, prev)?.ids().to_vec())
             }
         };
         self.stats.router_time += started.elapsed();

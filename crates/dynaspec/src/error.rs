@@ -77,3 +77,10 @@ impl Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A shortlist failure inside a drafting step is the drafter's error.
+impl From<Error> for anyspec_core::Error {
+    fn from(err: Error) -> Self {
+        anyspec_core::Error::Drafter(Box::new(err))
+    }
+}
