@@ -1,7 +1,6 @@
 //! A smaller model that shares the target's tokenizer drafts by sampling its own distribution.
 
-use anyspec_core::sampling::{argmax, logits_to_probs, sample};
-use anyspec_core::{Draft, Drafter, SamplingConfig};
+use anyspec_core::{Draft, DraftBuilder, Drafter, SamplingConfig};
 use anyspec_models::{Llama, Session};
 use rand::RngCore;
 
@@ -92,23 +91,12 @@ impl Drafter for ModelDrafter {
         let fits = window + 1 - count;
         let start = self.window_start(context.len(), fits);
         let mut sequence = context[start..].to_vec();
-        let mut tokens = Vec::with_capacity(count);
-        let mut distributions = Vec::with_capacity(count);
+        let mut draft = DraftBuilder::new(sampling, count);
         for _ in 0..count {
             let logits = self.next_logits(&sequence)?;
-            let token = if sampling.is_greedy() {
-                // The greedy token straight from the logits: no softmax over the vocabulary.
-                argmax(&logits)
-            } else {
-                let probs = logits_to_probs(&logits, sampling)?;
-                let token = sample(&probs, rng)?;
-                distributions.push(probs);
-                token
-            };
-            tokens.push(token);
-            sequence.push(token);
+            sequence.push(draft.push_from_logits(&logits, rng)?);
         }
-        Ok(if sampling.is_greedy() { Draft::deterministic(tokens) } else { Draft::sampled(tokens, distributions) })
+        Ok(draft.finish())
     }
 }
 

@@ -8,8 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyspec_core::sampling::{argmax, logits_to_probs, sample};
-use anyspec_core::{Draft, Drafter, SamplingConfig};
+use anyspec_core::{Draft, DraftBuilder, Drafter, SamplingConfig};
 use anyspec_models::{KvCache, Llama};
 use rand::RngCore;
 
@@ -169,8 +168,7 @@ impl Drafter for ShortlistDrafter {
             self.feed(&context[common..context.len() - 1], Some(&one))?;
         }
         let mut token = context[context.len() - 1];
-        let mut tokens = Vec::with_capacity(max_tokens);
-        let mut distributions = Vec::new();
+        let mut draft = DraftBuilder::new(sampling, max_tokens);
         for t in 0..max_tokens {
             let ids = self.shortlist(t, token)?;
             let started = Instant::now();
@@ -185,16 +183,8 @@ impl Drafter for ShortlistDrafter {
                 None => row[..logits.len()].copy_from_slice(&logits),
                 Some(ids) => ids.iter().zip(&logits).for_each(|(&id, &l)| row[id as usize] = l),
             }
-            token = if sampling.is_greedy() {
-                argmax(&row)
-            } else {
-                let probs = logits_to_probs(&row, sampling)?;
-                let token = sample(&probs, rng)?;
-                distributions.push(probs);
-                token
-            };
-            tokens.push(token);
+            token = draft.push_from_logits(&row, rng)?;
         }
-        Ok(if sampling.is_greedy() { Draft::deterministic(tokens) } else { Draft::sampled(tokens, distributions) })
+        Ok(draft.finish())
     }
 }

@@ -1,5 +1,10 @@
 //! What a drafter proposes, in the target's vocabulary.
 
+use rand::Rng;
+
+use crate::error::Result;
+use crate::sampling::{SamplingConfig, argmax, logits_to_probs, sample};
+
 /// A drafter's proposal for the next tokens, as target-vocabulary ids.
 ///
 /// The verification rule follows from [`DraftOrigin`]: drafts that come with the distributions
@@ -104,9 +109,84 @@ impl Draft {
     }
 }
 
+/// A draft drawn one token at a time from a model's logits, as a model drafter does: the
+/// argmax when sampling is greedy (no softmax over the vocabulary), otherwise a draw from the
+/// sampling transform of the logits, whose distribution is kept for speculative sampling.
+#[derive(Debug)]
+pub struct DraftBuilder<'a> {
+    sampling: &'a SamplingConfig,
+    tokens: Vec<u32>,
+    distributions: Vec<Vec<f32>>,
+}
+
+impl<'a> DraftBuilder<'a> {
+    /// An empty draft under `sampling`, with room for `capacity` tokens.
+    pub fn new(sampling: &'a SamplingConfig, capacity: usize) -> Self {
+        let distributions = if sampling.is_greedy() { Vec::new() } else { Vec::with_capacity(capacity) };
+        DraftBuilder { sampling, tokens: Vec::with_capacity(capacity), distributions }
+    }
+
+    /// Picks the next token from `logits` (over the target's vocabulary), appends it and
+    /// returns it.
+    ///
+    /// # Errors
+    /// When the sampling transform or the draw fails ([`logits_to_probs`], [`sample`]).
+    pub fn push_from_logits<R: Rng + ?Sized>(&mut self, logits: &[f32], rng: &mut R) -> Result<u32> {
+        let token = if self.sampling.is_greedy() {
+            argmax(logits)
+        } else {
+            let probs = logits_to_probs(logits, self.sampling)?;
+            let token = sample(&probs, rng)?;
+            self.distributions.push(probs);
+            token
+        };
+        self.tokens.push(token);
+        Ok(token)
+    }
+
+    /// The draft: deterministic when greedy, sampled with its distributions otherwise.
+    pub fn finish(self) -> Draft {
+        if self.sampling.is_greedy() {
+            Draft::deterministic(self.tokens)
+        } else {
+            Draft::sampled(self.tokens, self.distributions)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
     use super::*;
+
+    #[test]
+    fn a_built_draft_is_greedy_or_sampled_as_the_sampling_says() {
+        let logits = [[0.1f32, 2.0, -1.0], [3.0, 0.0, 0.5]];
+        let greedy = SamplingConfig::greedy();
+        let mut builder = DraftBuilder::new(&greedy, 2);
+        let mut rng = StdRng::seed_from_u64(7);
+        for row in &logits {
+            builder.push_from_logits(row, &mut rng).unwrap();
+        }
+        assert_eq!(builder.finish(), Draft::deterministic(vec![1, 0]));
+
+        // Sampled: each token is the draw a replayed generator makes from the row's transform,
+        // and the draft carries those distributions.
+        let warm = SamplingConfig::new(1.0, None, 1.0).unwrap();
+        let mut builder = DraftBuilder::new(&warm, 2);
+        let (mut rng, mut replay) = (StdRng::seed_from_u64(7), StdRng::seed_from_u64(7));
+        let (mut tokens, mut distributions) = (Vec::new(), Vec::new());
+        for row in &logits {
+            let token = builder.push_from_logits(row, &mut rng).unwrap();
+            let probs = logits_to_probs(row, &warm).unwrap();
+            assert_eq!(token, sample(&probs, &mut replay).unwrap());
+            tokens.push(token);
+            distributions.push(probs);
+        }
+        assert_eq!(builder.finish(), Draft::sampled(tokens, distributions));
+    }
 
     #[test]
     fn only_a_deterministic_draft_is_cut_by_its_confidence_class() {

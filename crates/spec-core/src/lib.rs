@@ -54,7 +54,7 @@ pub mod verify;
 
 pub use adaptive::GammaTuner;
 pub use audit::{AcceptanceAudit, AuditedTarget};
-pub use draft::{Draft, DraftOrigin};
+pub use draft::{Draft, DraftBuilder, DraftOrigin};
 pub use engine::{
     Drafter, GammaPolicy, Generation, GenerationConfig, Stats, StopReason, Target, generate, generate_tuned,
 };
