@@ -312,6 +312,8 @@ fn sweep(vocabulary: &Vocabulary, counts: &NgramCounts, references: &[Vec<u32>],
     let mut deploy = EmulationCounts::default();
     let mut extension: Option<(usize, f64, EmulationCounts)> = None;
     let mut n123 = Vec::new();
+    // The n1+n2+n3 table, kept for the chained rebuilds below.
+    let mut full_table = None;
     let (orders_grid, entries_grid, probs_grid) = grid(quick);
     for &orders in orders_grid {
         let table = ContinuationTable::build(&pool, orders, 8, 8);
@@ -343,11 +345,19 @@ fn sweep(vocabulary: &Vocabulary, counts: &NgramCounts, references: &[Vec<u32>],
                 }
             }
         }
+        if full {
+            full_table = Some(table);
+        }
     }
     let Some((mut best, bytes)) = best else { bail!("the sweep is empty") };
+    let Some(full_table) = full_table else { bail!("the sweep has no n1+n2+n3 configuration") };
     // The same two configurations with chained continuations (item 5 of issue 14).
     let mut rechain = |(orders, max_entries, min_prob): (&'static [usize], usize, f64)| -> anyhow::Result<_> {
-        let table = ContinuationTable::build(&pool, orders, 8, 8).chained(min_prob, 8, 8);
+        let table = if orders.len() == 3 {
+            full_table.chained(min_prob, 8, 8)
+        } else {
+            ContinuationTable::build(&pool, orders, 8, 8).chained(min_prob, 8, 8)
+        };
         let configuration = (orders, max_entries, min_prob);
         let (chained, _) = evaluate(vocabulary, &pool, &table, references, configuration, ContinuationRule::Chained)?;
         configurations += 1;
