@@ -7,22 +7,47 @@
 //! values), with AVX2/FMA where the CPU has them (the softmax's exponentials eight at a time,
 //! like ggml's) and a portable loop otherwise; both give the softmax of `q·k/√d` up to float
 //! rounding.
+//!
+//! # Spans
+//!
+//! The positions are cut into spans of [`ATTENTION_SPAN`] at fixed boundaries (0, 128, 256, …
+//! from the head's first position), and each span is attended on its own ([`attend_span`]: the
+//! span's own maximum score, its sum of numerators and its unnormalised weighted sum of
+//! values), then the spans are merged in order ([`merge_spans`]: rescaled to the largest
+//! maximum, summed, normalised), as flash-decoding does. Spans let a caller give one key-value
+//! head's long context to several threads while each key and value is still read once for all
+//! the queries that share it: on SmolLM2 at 767 tokens of context, one job per query head read
+//! every key three times and a decoding step cost 1.7× a short-context one.
+//!
+//! The boundaries depend on the positions alone, never on how many queries are attended
+//! together, how the spans are spread over threads or in what order jobs finish: a query's
+//! result is the same bits whichever call computes it, so scoring a draft gives the same
+//! attention as decoding its tokens one by one. A context of at most one span gives exactly
+//! the single-pass softmax (the merge multiplies by `exp(0) = 1`).
 
 use std::cell::RefCell;
 
 #[cfg(target_arch = "x86_64")]
 use crate::sys::avx2;
 
+/// Positions per span (see the module docs): long enough that a span's scores and sums are
+/// most of its cost, short enough that a context of a few hundred tokens gives every thread
+/// work. At most 32 KB of keys and 32 KB of values of a 64-wide head.
+pub const ATTENTION_SPAN: usize = 128;
+
 thread_local! {
-    /// The scratch of [`attend_queries`], one per thread, kept between calls: a decoding step
-    /// makes one call per layer, query row and head, too many to allocate for each.
-    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch { scores: Vec::new(), totals: Vec::new() }) };
+    /// The scratch of [`attend_span`], one per thread, kept between calls: a decoding step
+    /// makes one call per layer, head and span, too many to allocate for each.
+    static SCRATCH: RefCell<Scratch> =
+        const { RefCell::new(Scratch { scores: Vec::new(), sums: Vec::new(), spans: Vec::new() }) };
 }
 
-/// Softmax numerators, `[query, position]`, and their sums, one per query.
+/// Softmax numerators, `[query, position]`, weighted sums `[query, width]`, and the partial
+/// results of [`attend_queries`].
 struct Scratch {
     scores: Vec<f32>,
-    totals: Vec<f32>,
+    sums: Vec<f32>,
+    spans: Vec<f32>,
 }
 
 /// Where one head's vectors sit in a cache: position `j`'s vector is
@@ -33,6 +58,17 @@ pub struct HeadLayout {
     pub offset: usize,
     /// Floats from one position's vector to the next.
     pub stride: usize,
+}
+
+/// Floats of one query's partial result in [`attend_span`]: its weighted sum of values
+/// (`width`), then the span's largest score, then its sum of numerators.
+pub const fn span_partial_len(width: usize) -> usize {
+    width + 2
+}
+
+/// How many spans cover `count` positions.
+pub const fn spans_for(count: usize) -> usize {
+    count.div_ceil(ATTENTION_SPAN)
 }
 
 /// Writes `Σ_j softmax(scale · q·k_j)_j v_j` over `count` positions into `out`.
@@ -53,9 +89,10 @@ pub fn attend_head(
     attend_queries(query, &[count], keys, values, layout, scale, out);
 }
 
-/// One query on the portable path (any width, any CPU): scores, softmax, weighted sum.
+/// One query over one span on the portable path (any width, any CPU): scores, numerators,
+/// weighted sum, into `partial` ([`span_partial_len`] floats).
 #[allow(clippy::too_many_arguments)] // The entry point's arguments and its scratch buffer.
-fn attend_portable(
+fn span_portable(
     query: &[f32],
     keys: &[f32],
     values: &[f32],
@@ -63,37 +100,42 @@ fn attend_portable(
     count: usize,
     scale: f32,
     scores: &mut Vec<f32>,
-    out: &mut [f32],
+    partial: &mut [f32],
 ) {
     let width = query.len();
+    let (out, stats) = partial.split_at_mut(width);
     out.fill(0.0);
-    if count == 0 {
-        return;
-    }
     scores.clear();
     scores.extend((0..count).map(|j| {
         let k = &keys[layout.offset + j * layout.stride..][..width];
         query.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
     }));
-    let total = softmax_numerators(scores);
+    let (max, total) = softmax_numerators(scores);
     for (j, &w) in scores.iter().enumerate() {
         let v = &values[layout.offset + j * layout.stride..][..width];
         for (o, &x) in out.iter_mut().zip(v) {
             *o += w * x;
         }
     }
-    normalize(out, total);
+    stats[0] = max;
+    stats[1] = total;
 }
 
-/// `exp(s - max s)` in place; returns their sum (the softmax's denominator).
-fn softmax_numerators(scores: &mut [f32]) -> f32 {
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+/// The largest score, then `exp(s - max s)` in place; returns both the maximum and the
+/// numerators' sum (the softmax's denominator).
+fn softmax_numerators(scores: &mut [f32]) -> (f32, f32) {
+    let max = largest(scores);
     let mut total = 0.0f32;
     for score in scores.iter_mut() {
         *score = (*score - max).exp();
         total += *score;
     }
-    total
+    (max, total)
+}
+
+/// The largest of `scores` (−∞ for none), folded in order, as the softmax kernels do.
+fn largest(scores: &[f32]) -> f32 {
+    scores.iter().copied().fold(f32::NEG_INFINITY, f32::max)
 }
 
 fn normalize(out: &mut [f32], total: f32) {
@@ -110,10 +152,10 @@ fn normalize(out: &mut [f32], total: f32) {
 ///
 /// Each key and value is read from memory once for all the queries instead of once per
 /// query: at long contexts the cache, not the arithmetic, is what a query costs. Every output
-/// equals [`attend_head`]'s for its query alone, bit for bit ([`attend_head`] is this function
-/// with one query, and a query's operations do not depend on the others), so scoring a draft
-/// gives the same attention as decoding its tokens one by one. A query over no position gets
-/// zeros.
+/// equals [`attend_head`]'s for its query alone, bit for bit (a query's operations do not
+/// depend on the others, and the spans are cut at the same positions; see the module docs),
+/// so scoring a draft gives the same attention as decoding its tokens one by one. A query
+/// over no position gets zeros.
 ///
 /// # Panics
 /// When `queries` is not `counts.len()` queries of equal width, `out` differs from `queries`
@@ -131,41 +173,123 @@ pub fn attend_queries(
     assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
     let width = queries.len() / n;
     assert_eq!(out.len(), queries.len(), "attention: output and queries differ in length");
-    let most = counts.iter().copied().max().unwrap_or(0);
+    let spans = spans_for(counts.iter().copied().max().unwrap_or(0));
+    let part = span_partial_len(width);
+    let mut partials = SCRATCH.with_borrow_mut(|s| std::mem::take(&mut s.spans));
+    partials.clear();
+    partials.resize(spans * n * part, 0.0);
+    for (span, result) in partials.chunks_exact_mut(n * part).enumerate() {
+        attend_span(queries, counts, keys, values, layout, scale, span, result);
+    }
+    for (i, o) in out.chunks_exact_mut(width).enumerate() {
+        merge_spans(partials.chunks_exact(n * part).map(|s| &s[i * part..(i + 1) * part]), o);
+    }
+    SCRATCH.with_borrow_mut(|s| s.spans = partials);
+}
+
+/// Span `span` of [`attend_queries`]: positions `span·ATTENTION_SPAN ..` up to the next
+/// boundary or the query's count, for each query, into `partials[i·part..(i+1)·part]` (`part =`
+/// [`span_partial_len`]`(width)`): the weighted sum of the span's values with weights
+/// `exp(score − max)`, the span's largest score `max`, and the sum of those weights. A query
+/// with no position in the span gets zeros, a maximum of −∞ and a sum of 0, which
+/// [`merge_spans`] skips. The arguments are [`attend_queries`]'s.
+///
+/// # Panics
+/// As for [`attend_queries`], and when `partials` is shorter than `counts.len() · part`.
+#[allow(clippy::too_many_arguments)] // attend_queries' arguments and the span.
+pub fn attend_span(
+    queries: &[f32],
+    counts: &[usize],
+    keys: &[f32],
+    values: &[f32],
+    layout: HeadLayout,
+    scale: f32,
+    span: usize,
+    partials: &mut [f32],
+) {
+    let n = counts.len();
+    assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
+    let width = queries.len() / n;
+    let part = span_partial_len(width);
+    assert!(partials.len() >= n * part, "attention: the partial results do not fit");
+    let first = span * ATTENTION_SPAN;
+    // Positions of the span each query sees.
+    let in_span = |count: usize| count.min(first + ATTENTION_SPAN).saturating_sub(first);
+    let most = counts.iter().map(|&c| in_span(c)).max().unwrap_or(0);
     if most > 0 {
-        let last = layout.offset + (most - 1) * layout.stride + width;
+        let last = layout.offset + (first + most - 1) * layout.stride + width;
         assert!(last <= keys.len() && last <= values.len(), "attention: a position lies outside the cache");
     }
+    let layout = HeadLayout { offset: layout.offset + first * layout.stride, stride: layout.stride };
+    let span_counts: Vec<usize> = counts.iter().map(|&c| in_span(c)).collect();
     #[cfg(target_arch = "x86_64")]
     let fast = width.is_multiple_of(8) && avx2::supported();
     #[cfg(not(target_arch = "x86_64"))]
     let fast = false;
-    SCRATCH.with_borrow_mut(|Scratch { scores, totals }| {
+    SCRATCH.with_borrow_mut(|Scratch { scores, sums, .. }| {
         if !fast {
-            for ((q, o), &count) in queries.chunks_exact(width).zip(out.chunks_exact_mut(width)).zip(counts) {
-                attend_portable(q, keys, values, layout, count, scale, scores, o);
+            for ((q, p), &count) in queries.chunks_exact(width).zip(partials.chunks_exact_mut(part)).zip(&span_counts) {
+                span_portable(q, keys, values, layout, count, scale, scores, p);
             }
             return;
         }
         #[cfg(target_arch = "x86_64")]
         {
             scores.clear();
-            scores.resize(n * most, 0.0);
+            scores.resize(n * most.max(1), 0.0);
+            let row = most.max(1);
             let (offset, stride) = (layout.offset, layout.stride);
-            avx2::attention_scores_multi(queries, width, counts, keys, offset, stride, scale, scores, most);
-            totals.clear();
-            totals.extend(
-                counts.iter().enumerate().map(|(i, &c)| avx2::softmax_numerators(&mut scores[i * most..i * most + c])),
-            );
-            avx2::attention_sum_multi(scores, most, counts, values, offset, stride, width, out);
-            for ((o, &total), &count) in out.chunks_exact_mut(width).zip(totals.iter()).zip(counts) {
-                // A query over no position keeps the zeros of its empty sum.
-                if count > 0 {
-                    normalize(o, total);
-                }
+            avx2::attention_scores_multi(queries, width, &span_counts, keys, offset, stride, scale, scores, row);
+            sums.clear();
+            sums.resize(n * width, 0.0);
+            for (i, &c) in span_counts.iter().enumerate() {
+                let row_scores = &mut scores[i * row..i * row + c];
+                let max = largest(row_scores);
+                let total = avx2::softmax_numerators(row_scores);
+                partials[i * part + width] = max;
+                partials[i * part + width + 1] = total;
+            }
+            avx2::attention_sum_multi(scores, row, &span_counts, values, offset, stride, width, sums);
+            for (p, s) in partials.chunks_exact_mut(part).zip(sums.chunks_exact(width)) {
+                p[..width].copy_from_slice(s);
             }
         }
     });
+}
+
+/// Merges one query's span results ([`attend_span`], in span order) into its attention
+/// output: `Σ_s e^{m_s − M} o_s / Σ_s e^{m_s − M} t_s`, `M` the largest span maximum. Spans
+/// with no position are skipped; a query over no position at all gets zeros.
+///
+/// # Panics
+/// When a partial result is not [`span_partial_len`]`(out.len())` floats.
+pub fn merge_spans<'a>(partials: impl Iterator<Item = &'a [f32]> + Clone, out: &mut [f32]) {
+    let width = out.len();
+    let seen = |p: &&[f32]| {
+        assert_eq!(p.len(), span_partial_len(width), "attention: a partial result of the wrong width");
+        p[width + 1] > 0.0
+    };
+    let mut spans = partials.filter(seen);
+    out.fill(0.0);
+    let Some(first) = spans.clone().next() else {
+        return;
+    };
+    if spans.clone().nth(1).is_none() {
+        // One span: the single-pass softmax, exactly.
+        out.copy_from_slice(&first[..width]);
+        normalize(out, first[width + 1]);
+        return;
+    }
+    let top = spans.clone().map(|p| p[width]).fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0.0f32;
+    for p in &mut spans {
+        let factor = (p[width] - top).exp();
+        total += factor * p[width + 1];
+        for (o, &x) in out.iter_mut().zip(&p[..width]) {
+            *o += factor * x;
+        }
+    }
+    normalize(out, total);
 }
 
 #[cfg(test)]
@@ -223,6 +347,8 @@ mod tests {
         for (width, n, counts) in [
             (64, 12, (0..12).map(|i| 40 + i / 3).collect::<Vec<_>>()),
             (64, 3, vec![5, 5, 5]),
+            (96, 3, vec![7, 8, 9]),
+            (40, 3, vec![3, 4, 4]),
             (24, 5, vec![1, 2, 3, 9, 9]),
             (6, 2, vec![4, 7]),
         ] {
@@ -247,6 +373,106 @@ mod tests {
                 assert!(got.iter().zip(&expected).all(|(&o, &e)| (f64::from(o) - e).abs() < 1e-5));
             }
         }
+    }
+
+    #[test]
+    fn long_contexts_are_cut_into_spans_and_merged_to_the_textbook_softmax() {
+        let mut seed = 4242u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 6.0 - 3.0
+        };
+        // Counts on, just past and well past span boundaries, on and off the AVX2 path; large
+        // scores in a late span, so that the merge's rescaling matters.
+        for (width, count) in [(64, ATTENTION_SPAN), (64, ATTENTION_SPAN + 1), (64, 3 * ATTENTION_SPAN + 17), (6, 300)]
+        {
+            let stride = width * 3;
+            let mut keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            for k in &mut keys[stride * (count - 5)..] {
+                *k *= 4.0;
+            }
+            let values: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let q: Vec<f32> = (0..width).map(|_| next()).collect();
+            let layout = HeadLayout { offset: width, stride };
+            let mut out = vec![0.0; width];
+            attend_head(&q, &keys, &values, layout, count, 0.2, &mut out);
+            let expected = reference(&q, &keys, &values, layout, count, 0.2);
+            for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
+                assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, count {count}, lane {i}: {o} vs {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn spans_attended_apart_and_merged_give_the_same_bits_as_one_call() {
+        let mut seed = 99u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
+        };
+        // A draft of three rows of two query heads whose counts straddle a span boundary, as a
+        // threaded caller hands spans to different jobs and merges them afterwards.
+        let (width, stride) = (64, 128);
+        let counts = vec![255, 255, 256, 256, 257, 257];
+        let most = 257;
+        let keys: Vec<f32> = (0..stride * most).map(|_| next()).collect();
+        let values: Vec<f32> = (0..stride * most).map(|_| next()).collect();
+        let queries: Vec<f32> = (0..counts.len() * width).map(|_| next()).collect();
+        let layout = HeadLayout { offset: 0, stride };
+        let mut together = vec![0.0; queries.len()];
+        attend_queries(&queries, &counts, &keys, &values, layout, 0.125, &mut together);
+        let part = span_partial_len(width);
+        let spans = spans_for(most);
+        assert_eq!(spans, 3);
+        // Each span in its own call, the last span first.
+        let mut partials = vec![vec![0.0; counts.len() * part]; spans];
+        for span in (0..spans).rev() {
+            attend_span(&queries, &counts, &keys, &values, layout, 0.125, span, &mut partials[span]);
+        }
+        for (i, &count) in counts.iter().enumerate() {
+            let mut merged = vec![0.0; width];
+            merge_spans(partials.iter().map(|p| &p[i * part..(i + 1) * part]), &mut merged);
+            let mut alone = vec![0.0; width];
+            attend_head(&queries[i * width..(i + 1) * width], &keys, &values, layout, count, 0.125, &mut alone);
+            let got = &together[i * width..(i + 1) * width];
+            assert!(got.iter().zip(&merged).all(|(a, b)| a.to_bits() == b.to_bits()), "query {i}: merged apart");
+            assert!(got.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits()), "query {i}: alone");
+        }
+    }
+
+    #[test]
+    fn a_merge_that_ignored_the_span_maxima_would_be_caught() {
+        // The rescaling by e^{m_s − M} is what makes spans add up: summing the spans' raw
+        // numerators (each relative to its own maximum) gives another, wrong, answer, which
+        // the reference test above would reject.
+        let width = 8;
+        let count = ATTENTION_SPAN + 4;
+        let keys: Vec<f32> = (0..width * count).map(|i| if i / width < ATTENTION_SPAN { 0.1 } else { 3.0 }).collect();
+        let values: Vec<f32> = (0..width * count).map(|i| (i / width) as f32).collect();
+        let q = vec![1.0; width];
+        let layout = HeadLayout { offset: 0, stride: width };
+        let part = span_partial_len(width);
+        let mut partials = vec![vec![0.0; part]; 2];
+        for (span, p) in partials.iter_mut().enumerate() {
+            attend_span(&q, &[count], &keys, &values, layout, 1.0, span, p);
+        }
+        let (mut raw, mut total) = (vec![0.0f64; width], 0.0f64);
+        for p in &partials {
+            total += f64::from(p[width + 1]);
+            for (r, &x) in raw.iter_mut().zip(&p[..width]) {
+                *r += f64::from(x);
+            }
+        }
+        let expected = reference(&q, &keys, &values, layout, count, 1.0);
+        let mut merged = vec![0.0; width];
+        merge_spans(partials.iter().map(Vec::as_slice), &mut merged);
+        assert!((f64::from(merged[0]) - expected[0]).abs() < 1e-4, "{} vs {}", merged[0], expected[0]);
+        assert!(
+            (raw[0] / total - expected[0]).abs() > 1.0,
+            "the unscaled merge is {} vs {}",
+            raw[0] / total,
+            expected[0]
+        );
     }
 
     #[test]

@@ -139,7 +139,9 @@ mod sys;
 mod threads;
 
 pub use activation::swiglu;
-pub use attention::{HeadLayout, attend_head, attend_queries};
+pub use attention::{
+    ATTENTION_SPAN, HeadLayout, attend_head, attend_queries, attend_span, merge_spans, span_partial_len, spans_for,
+};
 pub use error::{Error, Result};
 pub use format::{WeightFormat, dequantize, quantize};
 pub use kernel::Kernel;

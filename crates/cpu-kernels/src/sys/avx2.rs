@@ -557,7 +557,18 @@ unsafe fn sum_multi_impl(
                         _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), acc_a[l]);
                         _mm256_storeu_ps(out.as_mut_ptr().add((a + 1) * width + chunk + 8 * l), acc_b[l]);
                     }
-                } else {
+                } else if chunk.is_multiple_of(64) && width - chunk >= 64 {
+                    // A lone query takes 64 columns at a time: eight independent multiply-add
+                    // chains keep both FMA units busy where four would wait on their latency.
+                    // Each lane still adds its products in the order of `j`, so the result is
+                    // the same bits as in 32-column chunks (and as in a pair).
+                    let acc = sum_wide(wa, v, stride);
+                    for (l, acc) in acc.iter().enumerate() {
+                        _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), *acc);
+                    }
+                } else if !covered_by_wide(chunk, width) {
+                    // Columns no 64-wide pass covers (the end of a width that is not a
+                    // multiple of 64).
                     let (acc_a, _) = sum_chunk::<false>(wa, &[], v, stride, lanes);
                     for (l, acc) in acc_a.iter().enumerate().take(lanes) {
                         _mm256_storeu_ps(out.as_mut_ptr().add(a * width + chunk + 8 * l), *acc);
@@ -566,6 +577,32 @@ unsafe fn sum_multi_impl(
             }
         }
     }
+}
+
+/// Whether the 32-column chunk at `chunk` lies inside a 64-column pass of [`sum_wide`] (the
+/// passes start at multiples of 64 and need 64 columns).
+fn covered_by_wide(chunk: usize, width: usize) -> bool {
+    let pass = chunk - chunk % 64;
+    width - pass >= 64
+}
+
+/// [`sum_chunk`] for a lone query over 64 columns: `Σ_j w[j] · v[j·stride ..][..64]`, `j` in
+/// order.
+///
+/// # Safety
+/// AVX2/FMA available; `v + j·stride + 64` readable for every `j < w.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_wide(w: &[f32], v: *const f32, stride: usize) -> [__m256; 8] {
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for (j, &wj) in w.iter().enumerate() {
+        let wj = _mm256_set1_ps(wj);
+        for (l, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: lanes `8l .. 8l + 8` of value j lie inside `values` (the contract).
+            *acc = _mm256_fmadd_ps(wj, unsafe { _mm256_loadu_ps(v.add(j * stride + 8 * l)) }, *acc);
+        }
+    }
+    acc
 }
 
 /// One 32-column chunk of [`sum_multi_impl`] for query a (weights `wa`) and, when `PAIR`,

@@ -2,7 +2,9 @@
 //! written in place. A rollback truncates (keeping the allocation), so the next pass overwrites
 //! the rejected positions without copying anything.
 
-use anyspec_cpu_kernels::{HeadLayout, Threads, attend_head, attend_queries};
+use anyspec_cpu_kernels::{
+    ATTENTION_SPAN, HeadLayout, Threads, attend_head, attend_span, merge_spans, span_partial_len, spans_for,
+};
 
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
@@ -10,6 +12,9 @@ use crate::error::{Error, Result};
 /// Multiply-adds of one attention call (rows × heads × keys × head width) above which it is
 /// spread over the kernel threads; below, handing the heads out costs more than it saves.
 const PARALLEL_ATTENTION_MACS: usize = 64 * 1024;
+
+/// Rows of a pass attended by one job at most (a prompt's rows go in chunks).
+const ROWS_PER_JOB: usize = 32;
 
 /// Keys and values of one layer (or of one layer of a token tree), `[entry, kv_width]`.
 #[derive(Clone, Debug, Default)]
@@ -111,11 +116,10 @@ impl NativeCache {
         let scale = 1.0 / (head_dim as f32).sqrt();
         let kv = &self.layers[layer];
         let rows = queries.len() / (c.num_heads * head_dim);
-        if rows > 1 && start + rows <= window {
-            // No query's window cuts the cache: the query heads that share a key-value head
-            // read it together. (A single row keeps one job per head: three jobs of three
-            // queries on two threads measured slower than nine of one, 152 vs 161 tok/s.)
-            self.attend_shared(c, layer, start, queries, out, threads);
+        if start + rows <= window {
+            // No query's window cuts the cache: spans of positions, the query heads that share
+            // a key-value head reading it together.
+            self.attend_spans(c, layer, start, queries, out, threads);
             return;
         }
         // One (query row, head) pair per chunk of the output.
@@ -139,10 +143,16 @@ impl NativeCache {
     }
 
     /// [`attend_causal`](Self::attend_causal) when every query sees the cache from position 0:
-    /// one job per key-value head and chunk of rows, whose queries (the `group` heads that
-    /// share it, at each row of the chunk) read its keys and values once
-    /// ([`attend_queries`]), with results bit for bit those of one query at a time.
-    fn attend_shared(
+    /// one job per key-value head, group of query heads and span of positions
+    /// ([`anyspec_cpu_kernels::ATTENTION_SPAN`]), whose queries (those heads at every row) read the span's keys and
+    /// values once ([`attend_span`]); the spans are then merged per query ([`merge_spans`]).
+    /// Results are bit for bit those of one query at a time, however the jobs are cut.
+    ///
+    /// The query heads of a key-value head share a job unless the context is a single span
+    /// and the pass a single row: then one job per query head keeps both threads busy (three
+    /// jobs of three queries on two threads measured slower than nine of one at short
+    /// contexts, 152 vs 161 tok/s, where the keys come from cache anyway).
+    fn attend_spans(
         &self,
         c: &LlamaConfig,
         layer: usize,
@@ -159,40 +169,65 @@ impl NativeCache {
         if rows == 0 {
             return;
         }
-        // Rows per job: enough jobs for two per thread where the rows allow it (with one row,
-        // one job per key-value head).
-        let splits = (2 * threads.count()).div_ceil(c.num_kv_heads).clamp(1, rows.max(1));
-        let chunk_rows = rows.div_ceil(splits);
+        let spans = spans_for(start + rows);
+        let heads_per_job = if spans == 1 && rows == 1 { 1 } else { group };
+        let splits = group / heads_per_job;
+        // A long pass (a prompt) also goes in chunks of rows, so that a job's scores stay in
+        // the core's cache.
+        let chunk_rows = rows.min(ROWS_PER_JOB);
         let chunks = rows.div_ceil(chunk_rows);
-        let job_len = chunk_rows * group * head_dim;
-        let mut results = vec![0.0f32; c.num_kv_heads * chunks * job_len];
+        let part = span_partial_len(head_dim);
+        let job_len = chunk_rows * heads_per_job * part;
+        let jobs = c.num_kv_heads * splits * chunks * spans;
+        let mut partials = vec![0.0f32; jobs * job_len];
+        // Job index = (((kv_head · splits) + split) · chunks + chunk) · spans + span.
         let attend_job = |job: usize, result: &mut [f32]| {
-            let (kv_head, chunk) = (job / chunks, job % chunks);
-            let first_row = chunk * chunk_rows;
-            let job_rows = chunk_rows.min(rows - first_row);
-            let mut gathered = Vec::with_capacity(job_rows * group * head_dim);
-            let mut counts = Vec::with_capacity(job_rows * group);
-            for i in first_row..first_row + job_rows {
-                let heads = i * q_width + kv_head * group * head_dim;
-                gathered.extend_from_slice(&queries[heads..heads + group * head_dim]);
-                counts.extend(std::iter::repeat_n(start + i + 1, group));
+            let (span, rest) = (job % spans, job / spans);
+            let (chunk, rest) = (rest % chunks, rest / chunks);
+            let (split, kv_head) = (rest % splits, rest / splits);
+            let rows_of_chunk = chunk * chunk_rows..(chunk * chunk_rows + chunk_rows).min(rows);
+            // The chunk's rows that see a position of the span (earlier rows of a prompt see
+            // none of its later spans).
+            let first_row = rows_of_chunk.start.max((span * ATTENTION_SPAN).saturating_sub(start));
+            if first_row >= rows_of_chunk.end {
+                return;
             }
+            let first_head = kv_head * group + split * heads_per_job;
+            let mut gathered = Vec::with_capacity(rows_of_chunk.len() * heads_per_job * head_dim);
+            let mut counts = Vec::with_capacity(rows_of_chunk.len() * heads_per_job);
+            for i in first_row..rows_of_chunk.end {
+                let heads = i * q_width + first_head * head_dim;
+                gathered.extend_from_slice(&queries[heads..heads + heads_per_job * head_dim]);
+                counts.extend(std::iter::repeat_n(start + i + 1, heads_per_job));
+            }
+            let skipped = (first_row - rows_of_chunk.start) * heads_per_job * part;
             let layout = HeadLayout { offset: kv_head * head_dim, stride: self.kv_width };
-            let n = gathered.len();
-            attend_queries(&gathered, &counts, &kv.keys, &kv.values, layout, scale, &mut result[..n]);
+            attend_span(&gathered, &counts, &kv.keys, &kv.values, layout, scale, span, &mut result[skipped..]);
         };
         let work = rows * c.num_heads * (start + rows) * head_dim;
-        if work >= PARALLEL_ATTENTION_MACS {
-            threads.for_each_chunk_mut(&mut results, job_len, &attend_job);
+        if work >= PARALLEL_ATTENTION_MACS && jobs > 1 {
+            threads.for_each_chunk_mut(&mut partials, job_len, &attend_job);
         } else {
-            results.chunks_exact_mut(job_len).enumerate().for_each(|(job, r)| attend_job(job, r));
+            partials.chunks_exact_mut(job_len).enumerate().for_each(|(job, r)| attend_job(job, r));
         }
-        for (job, result) in results.chunks_exact(job_len).enumerate() {
-            let (kv_head, chunk) = (job / chunks, job % chunks);
-            let first_row = chunk * chunk_rows;
-            for (r, heads) in result.chunks_exact(group * head_dim).take(chunk_rows.min(rows - first_row)).enumerate() {
-                let at = (first_row + r) * q_width + kv_head * group * head_dim;
-                out[at..at + group * head_dim].copy_from_slice(heads);
+        for kv_head in 0..c.num_kv_heads {
+            for split in 0..splits {
+                for i in 0..rows {
+                    let (chunk, row_in_chunk) = (i / chunk_rows, i % chunk_rows);
+                    let jobs_at = ((kv_head * splits + split) * chunks + chunk) * spans;
+                    for h in 0..heads_per_job {
+                        let query = row_in_chunk * heads_per_job + h;
+                        // A row's spans start at 0 and end at its own position: a job that
+                        // skipped the row left its partial result zero, which merges as empty.
+                        let of_span = |span: usize| {
+                            let at = (jobs_at + span) * job_len + query * part;
+                            &partials[at..at + part]
+                        };
+                        let head = kv_head * group + split * heads_per_job + h;
+                        let at = i * q_width + head * head_dim;
+                        merge_spans((0..spans).map(of_span), &mut out[at..at + head_dim]);
+                    }
+                }
             }
         }
     }
