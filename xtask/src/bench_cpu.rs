@@ -7,6 +7,8 @@
 //!   of one (the number speculative decoding lives on: a γ = 5 draft is verified by a k = 6
 //!   pass), with the logits of all k rows, as verification needs them;
 //! - decode tokens/s (one token per step, greedy) and prefill tokens/s (a 64-token prompt);
+//! - decode tokens/s after a 768-token context, where attention reads a KV cache as large as
+//!   a third of the weights each step (llama.cpp: `llama-bench -d 768`);
 //! - GB/s of weights streamed at k = 1 and GFLOP/s at k = 8, against this machine's roofline;
 //! - the same with the weights stored as f32 and f16 (converted at load), and the burn engine
 //!   (the runtime before the native one) for the k-cost ratios;
@@ -56,6 +58,8 @@ pub(crate) struct Args {
 const CONTEXT: usize = 64;
 const MAX_K: usize = 8;
 const DECODE_STEPS: usize = 32;
+/// The context of the long-context decode figure: about the longest of the demo's prompts.
+const LONG_CONTEXT: usize = 768;
 
 #[derive(Debug, Serialize, serde::Deserialize)]
 struct Row {
@@ -66,6 +70,10 @@ struct Row {
     pass_ms: Vec<f64>,
     decode_tokens_per_s: f64,
     prefill_tokens_per_s: f64,
+    /// Decode tokens/s after [`LONG_CONTEXT`] tokens of context (absent from older reports
+    /// and from the transformers script).
+    #[serde(default)]
+    decode_long_tokens_per_s: Option<f64>,
     weight_bytes: Option<usize>,
 }
 
@@ -111,6 +119,20 @@ fn parameters(model: &Llama) -> usize {
     c.num_layers * layer + c.vocab_size * c.hidden_size
 }
 
+/// Greedy decoding of [`DECODE_STEPS`] tokens after `context` (prefilled first, not timed).
+fn decode_rate(model: &Llama, context: &[u32]) -> anyhow::Result<f64> {
+    let mut cache = model.new_cache();
+    let logits = model.forward_on_host(context, &mut cache, 1, None)?;
+    let argmax = |row: &[f32]| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
+    let mut token = argmax(&logits[0]);
+    let start = Instant::now();
+    for _ in 0..DECODE_STEPS {
+        let logits = model.forward_on_host(&[token], &mut cache, 1, None)?;
+        token = argmax(&logits[0]);
+    }
+    Ok(DECODE_STEPS as f64 / start.elapsed().as_secs_f64())
+}
+
 fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f64>, f64, f64)> {
     let mut cache = model.new_cache();
     // Prefill: the whole prompt, logits of the last row.
@@ -152,6 +174,8 @@ fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f6
 struct LlamaBenchRow {
     n_prompt: usize,
     n_gen: usize,
+    #[serde(default)]
+    n_depth: usize,
     n_threads: usize,
     avg_ts: f64,
 }
@@ -169,9 +193,23 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
         bail!("{} failed: {}", bin.display(), String::from_utf8_lossy(&output.stderr));
     }
     let rows: Vec<LlamaBenchRow> = serde_json::from_slice(&output.stdout).context("reading llama-bench's JSON")?;
+    // Decoding after a long context: a second run, at depth LONG_CONTEXT.
+    let output = Command::new(bin)
+        .env("LD_LIBRARY_PATH", lib_dir)
+        .args(["-m", &model.display().to_string(), "-t", &threads.to_string(), "-p", "0"])
+        .args(["-n", &DECODE_STEPS.to_string(), "-d", &LONG_CONTEXT.to_string(), "-r", "3", "-o", "json"])
+        .output()
+        .with_context(|| format!("running {} -d {LONG_CONTEXT}", bin.display()))?;
+    if !output.status.success() {
+        bail!("{} -d {LONG_CONTEXT} failed: {}", bin.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    let deep: Vec<LlamaBenchRow> = serde_json::from_slice(&output.stdout).context("reading llama-bench's JSON")?;
     let rate = |prompt: usize, generated: usize| {
-        rows.iter().find(|r| r.n_prompt == prompt && r.n_gen == generated && r.n_threads == threads).map(|r| r.avg_ts)
+        rows.iter()
+            .find(|r| r.n_prompt == prompt && r.n_gen == generated && r.n_threads == threads && r.n_depth == 0)
+            .map(|r| r.avg_ts)
     };
+    let decode_long = deep.iter().find(|r| r.n_gen == DECODE_STEPS && r.n_depth == LONG_CONTEXT).map(|r| r.avg_ts);
     let mut pass_ms = Vec::new();
     for k in 1..=MAX_K {
         let ts = rate(k, 0).with_context(|| format!("llama-bench printed no pp{k} row"))?;
@@ -184,6 +222,7 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
         pass_ms,
         decode_tokens_per_s: rate(0, DECODE_STEPS).context("llama-bench printed no tg row")?,
         prefill_tokens_per_s: rate(CONTEXT, 0).context("llama-bench printed no pp64 row")?,
+        decode_long_tokens_per_s: Some(decode_long.context("llama-bench -d printed no tg row")?),
         weight_bytes: None,
     })
 }
@@ -218,6 +257,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if prompt.len() < CONTEXT + MAX_K {
         bail!("the benchmark text encodes to {} tokens; it needs {}", prompt.len(), CONTEXT + MAX_K);
     }
+    // The benchmark text over and over: the tokens do not change a pass's cost.
+    let long_context: Vec<u32> = prompt.iter().copied().cycle().take(LONG_CONTEXT).collect();
     let device = DeviceChoice::Cpu.device()?;
     let mut memory = None;
     let before = peak_rss_bytes();
@@ -251,6 +292,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 let file_bytes = std::fs::metadata(&model_path)?.len();
                 memory = Some(Memory { file_bytes, before_bytes: before, after_bytes: after });
             }
+            // After the memory reading, which stays that of a short context.
+            let decode_long = decode_rate(&model, &long_context)?;
             let runtime = match engine {
                 Engine::Burn => "anyspec burn engine (flex)".to_string(),
                 _ => format!("anyspec native ({:?} kernel)", model.kernel().expect("a native model has a kernel")),
@@ -262,6 +305,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 pass_ms,
                 decode_tokens_per_s: decode,
                 prefill_tokens_per_s: prefill,
+                decode_long_tokens_per_s: Some(decode_long),
                 weight_bytes: model.weight_bytes(),
             });
         }
@@ -308,32 +352,44 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
         writeln!(md, "| {} | {} | {} | {:.2} | {} |", row.runtime, row.storage, threads, base, ratios.join(" | "))?;
     }
     writeln!(md, "\n## Decode and prefill\n")?;
-    writeln!(md, "| runtime | weights | threads | decode tok/s | prefill tok/s (64) | GB/s at k=1 | GFLOP/s at k=8 |")?;
-    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| runtime | weights | threads | decode tok/s | decode tok/s after {LONG_CONTEXT} | prefill tok/s (64) | GB/s at k=1 | GFLOP/s at k=8 |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|")?;
     for row in &report.rows {
         let gbs = row.weight_bytes.map_or("—".to_string(), |b| format!("{:.1}", b as f64 / (row.pass_ms[0] * 1e6)));
         let gflops = 2.0 * report.parameters as f64 * MAX_K as f64 / (row.pass_ms[MAX_K - 1] * 1e6);
         let threads = if row.threads == 0 { "auto".to_string() } else { row.threads.to_string() };
+        let long = row.decode_long_tokens_per_s.map_or("—".to_string(), |r| format!("{r:.1}"));
         writeln!(
             md,
-            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.1} |",
-            row.runtime, row.storage, threads, row.decode_tokens_per_s, row.prefill_tokens_per_s, gbs, gflops
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {} | {:.1} |",
+            row.runtime, row.storage, threads, row.decode_tokens_per_s, long, row.prefill_tokens_per_s, gbs, gflops
         )?;
     }
     let peers: Vec<&Row> = report.rows.iter().filter(|r| r.runtime.starts_with("llama.cpp")).collect();
     if !peers.is_empty() {
         writeln!(md, "\n## Ours ÷ llama.cpp (same file, same run)\n")?;
-        writeln!(md, "| threads | decode | prefill | k=6 cost ratio, ours | k=6 cost ratio, llama.cpp |")?;
-        writeln!(md, "|---|---|---|---|---|")?;
+        writeln!(
+            md,
+            "| threads | decode | decode after {LONG_CONTEXT} | prefill | k=6 cost ratio, ours | k=6 cost ratio, llama.cpp |"
+        )?;
+        writeln!(md, "|---|---|---|---|---|---|")?;
         for peer in peers {
             if let Some(ours) = report.rows.iter().find(|r| {
                 r.threads == peer.threads && r.storage == "as in the file" && r.runtime.starts_with("anyspec native")
             }) {
+                let long = match (ours.decode_long_tokens_per_s, peer.decode_long_tokens_per_s) {
+                    (Some(a), Some(b)) => format!("{:.2}×", a / b),
+                    _ => "—".to_string(),
+                };
                 writeln!(
                     md,
-                    "| {} | {:.2}× | {:.2}× | {:.2} | {:.2} |",
+                    "| {} | {:.2}× | {} | {:.2}× | {:.2} | {:.2} |",
                     peer.threads,
                     ours.decode_tokens_per_s / peer.decode_tokens_per_s,
+                    long,
                     ours.prefill_tokens_per_s / peer.prefill_tokens_per_s,
                     ours.pass_ms[5] / ours.pass_ms[0],
                     peer.pass_ms[5] / peer.pass_ms[0]

@@ -138,6 +138,16 @@ fn largest(scores: &[f32]) -> f32 {
     scores.iter().copied().fold(f32::NEG_INFINITY, f32::max)
 }
 
+/// The width of each of the `counts.len()` queries laid end to end in `queries`.
+///
+/// # Panics
+/// When there is no query, or `queries` does not split into that many of equal width.
+fn query_width(queries: &[f32], counts: &[usize]) -> usize {
+    let n = counts.len();
+    assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
+    queries.len() / n
+}
+
 fn normalize(out: &mut [f32], total: f32) {
     let inv = 1.0 / total;
     for o in out.iter_mut() {
@@ -169,9 +179,7 @@ pub fn attend_queries(
     scale: f32,
     out: &mut [f32],
 ) {
-    let n = counts.len();
-    assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
-    let width = queries.len() / n;
+    let (n, width) = (counts.len(), query_width(queries, counts));
     assert_eq!(out.len(), queries.len(), "attention: output and queries differ in length");
     let spans = spans_for(counts.iter().copied().max().unwrap_or(0));
     let part = span_partial_len(width);
@@ -207,9 +215,7 @@ pub fn attend_span(
     span: usize,
     partials: &mut [f32],
 ) {
-    let n = counts.len();
-    assert!(n > 0 && queries.len().is_multiple_of(n), "attention: queries of unequal width");
-    let width = queries.len() / n;
+    let (n, width) = (counts.len(), query_width(queries, counts));
     let part = span_partial_len(width);
     assert!(partials.len() >= n * part, "attention: the partial results do not fit");
     let first = span * ATTENTION_SPAN;
@@ -296,6 +302,14 @@ pub fn merge_spans<'a>(partials: impl Iterator<Item = &'a [f32]> + Clone, out: &
 mod tests {
     use super::*;
 
+    /// A repeatable stream of floats uniform in `[-half, half)` (a linear congruential generator).
+    fn uniform(mut seed: u64, half: f32) -> impl FnMut() -> f32 {
+        move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 * half - half
+        }
+    }
+
     /// The textbook softmax attention in f64.
     fn reference(q: &[f32], keys: &[f32], values: &[f32], layout: HeadLayout, count: usize, scale: f32) -> Vec<f64> {
         let w = q.len();
@@ -312,16 +326,28 @@ mod tests {
     }
 
     #[test]
-    fn matches_the_textbook_softmax_for_strided_heads_and_odd_widths() {
-        let mut seed = 12345u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
-        };
-        // Widths on the AVX2 path (multiples of 8, with and without a 16-lane tail) and off it.
-        for (width, heads, count) in [(64, 3, 37), (24, 2, 5), (8, 1, 1), (6, 2, 9)] {
+    fn matches_the_textbook_softmax_for_strided_heads_odd_widths_and_long_contexts() {
+        let mut next = uniform(12345, 2.0);
+        // Widths on the AVX2 path (multiples of 8, with and without a 16-lane tail) and off it;
+        // counts within one span, on, just past and well past span boundaries.
+        let span = ATTENTION_SPAN;
+        for (width, heads, count) in [
+            (64, 3, 37),
+            (24, 2, 5),
+            (8, 1, 1),
+            (6, 2, 9),
+            (64, 3, span),
+            (64, 3, span + 1),
+            (64, 3, 3 * span + 17),
+            (6, 3, 300),
+        ] {
             let stride = width * heads;
-            let keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            let mut keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
+            // Large scores at the last positions (in a late span for the long counts), so that
+            // the merge's rescaling of the spans matters.
+            for k in &mut keys[stride * count.saturating_sub(5)..] {
+                *k *= 4.0;
+            }
             let values: Vec<f32> = (0..stride * count).map(|_| next()).collect();
             let q: Vec<f32> = (0..width).map(|_| next()).collect();
             let layout = HeadLayout { offset: width * (heads - 1), stride };
@@ -329,18 +355,14 @@ mod tests {
             attend_head(&q, &keys, &values, layout, count, 0.3, &mut out);
             let expected = reference(&q, &keys, &values, layout, count, 0.3);
             for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
-                assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, lane {i}: {o} vs {e}");
+                assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, count {count}, lane {i}: {o} vs {e}");
             }
         }
     }
 
     #[test]
     fn queries_together_equal_each_query_alone_bit_for_bit() {
-        let mut seed = 777u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
-        };
+        let mut next = uniform(777, 2.0);
         // A causal draft: three query heads per key-value head, at four positions (counts
         // growing by one per position), odd and even numbers of queries, and a width off the
         // AVX2 path.
@@ -376,40 +398,8 @@ mod tests {
     }
 
     #[test]
-    fn long_contexts_are_cut_into_spans_and_merged_to_the_textbook_softmax() {
-        let mut seed = 4242u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 6.0 - 3.0
-        };
-        // Counts on, just past and well past span boundaries, on and off the AVX2 path; large
-        // scores in a late span, so that the merge's rescaling matters.
-        for (width, count) in [(64, ATTENTION_SPAN), (64, ATTENTION_SPAN + 1), (64, 3 * ATTENTION_SPAN + 17), (6, 300)]
-        {
-            let stride = width * 3;
-            let mut keys: Vec<f32> = (0..stride * count).map(|_| next()).collect();
-            for k in &mut keys[stride * (count - 5)..] {
-                *k *= 4.0;
-            }
-            let values: Vec<f32> = (0..stride * count).map(|_| next()).collect();
-            let q: Vec<f32> = (0..width).map(|_| next()).collect();
-            let layout = HeadLayout { offset: width, stride };
-            let mut out = vec![0.0; width];
-            attend_head(&q, &keys, &values, layout, count, 0.2, &mut out);
-            let expected = reference(&q, &keys, &values, layout, count, 0.2);
-            for (i, (&o, &e)) in out.iter().zip(&expected).enumerate() {
-                assert!((f64::from(o) - e).abs() < 1e-5, "width {width}, count {count}, lane {i}: {o} vs {e}");
-            }
-        }
-    }
-
-    #[test]
     fn spans_attended_apart_and_merged_give_the_same_bits_as_one_call() {
-        let mut seed = 99u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) as f32 / (1u64 << 31) as f32) * 4.0 - 2.0
-        };
+        let mut next = uniform(99, 2.0);
         // A draft of three rows of two query heads whose counts straddle a span boundary, as a
         // threaded caller hands spans to different jobs and merges them afterwards.
         let (width, stride) = (64, 128);

@@ -143,14 +143,15 @@ impl NativeCache {
     }
 
     /// [`attend_causal`](Self::attend_causal) when every query sees the cache from position 0:
-    /// one job per key-value head, group of query heads and span of positions
-    /// ([`anyspec_cpu_kernels::ATTENTION_SPAN`]), whose queries (those heads at every row) read the span's keys and
-    /// values once ([`attend_span`]); the spans are then merged per query ([`merge_spans`]).
-    /// Results are bit for bit those of one query at a time, however the jobs are cut.
+    /// one job per key-value head, group of query heads, chunk of rows and span of positions
+    /// ([`ATTENTION_SPAN`]), whose queries (those heads at the chunk's rows) read the span's
+    /// keys and values once ([`attend_span`]); the spans are then merged per query
+    /// ([`merge_spans`]). Results are bit for bit those of one query at a time, however the
+    /// jobs are cut.
     ///
     /// The query heads of a key-value head share a job unless the context is a single span
     /// and the pass a single row: then one job per query head keeps both threads busy (three
-    /// jobs of three queries on two threads measured slower than nine of one at short
+    /// jobs of three queries on two threads had measured slower than nine of one at short
     /// contexts, 152 vs 161 tok/s, where the keys come from cache anyway).
     fn attend_spans(
         &self,
