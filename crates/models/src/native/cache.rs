@@ -173,9 +173,12 @@ impl NativeCache {
         let spans = spans_for(start + rows);
         let heads_per_job = if spans == 1 && rows == 1 { 1 } else { group };
         let splits = group / heads_per_job;
-        // A long pass (a prompt) also goes in chunks of rows, so that a job's scores stay in
-        // the core's cache.
-        let chunk_rows = rows.min(ROWS_PER_JOB);
+        // Rows go in chunks: a long pass (a prompt) so that a job's scores stay in the core's
+        // cache, and a draft over a short context so that there are two jobs per thread
+        // (three jobs, one per key-value head, left one of two threads idle a third of the
+        // time).
+        let wanted = (2 * threads.count()).div_ceil(c.num_kv_heads * splits * spans);
+        let chunk_rows = rows.div_ceil(wanted.clamp(1, rows)).min(ROWS_PER_JOB);
         let chunks = rows.div_ceil(chunk_rows);
         let part = span_partial_len(head_dim);
         let job_len = chunk_rows * heads_per_job * part;
