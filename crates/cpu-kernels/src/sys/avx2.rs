@@ -676,10 +676,10 @@ fn exp8(x: __m256) -> __m256 {
     _mm256_mul_ps(p, _mm256_castsi256_ps(two_n))
 }
 
-/// `exp(s − max s)` in place, eight scores at a time; returns their sum (the softmax's
-/// denominator), added in a fixed order (eight lanes, then the lanes in order, then the tail),
+/// `exp(s − max s)` in place, eight scores at a time; returns `max s` (−∞ for no score) and
+/// the numerators' sum (the softmax's denominator), added in a fixed order (eight lanes, then the lanes in order, then the tail),
 /// so that a row of scores gets the same numerators and sum whichever call it is part of.
-pub(crate) fn softmax_numerators(scores: &mut [f32]) -> f32 {
+pub(crate) fn softmax_numerators(scores: &mut [f32]) -> (f32, f32) {
     assert!(supported(), "softmax_numerators: unchecked call");
     // SAFETY: AVX2/FMA/F16C checked just above.
     unsafe { softmax_impl(scores) }
@@ -688,7 +688,7 @@ pub(crate) fn softmax_numerators(scores: &mut [f32]) -> f32 {
 /// # Safety
 /// AVX2/FMA/F16C available.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
+unsafe fn softmax_impl(scores: &mut [f32]) -> (f32, f32) {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let m = _mm256_set1_ps(max);
     let mut acc = _mm256_setzero_ps();
@@ -713,7 +713,7 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> f32 {
     let mut sums = [0.0f32; 8];
     // SAFETY: `sums` holds eight floats.
     unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), acc) };
-    sums.iter().sum::<f32>() + tail.iter().sum::<f32>()
+    (max, sums.iter().sum::<f32>() + tail.iter().sum::<f32>())
 }
 
 /// `silu(g)·u = g / (1 + exp(−g)) · u` in place over `gate`, eight at a time (the tail padded
@@ -810,7 +810,7 @@ mod tests {
         let base: Vec<f32> = (0..20).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
         for len in 1..=20 {
             let mut row = base[..len].to_vec();
-            let total = super::softmax_numerators(&mut row);
+            let (_, total) = super::softmax_numerators(&mut row);
             let max = base[..len].iter().copied().fold(f32::NEG_INFINITY, f32::max);
             for (j, (&e, &s)) in row.iter().zip(&base).enumerate() {
                 let want = f64::from(s - max).exp();
