@@ -273,6 +273,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     if !args.quantized_only {
         variants.push((Engine::Native, Some(WeightFormat::F32), "f32 (converted at load)", None));
+        if Kernel::best() == Kernel::Avx512Q8 {
+            // The f32 rows' AVX2 kernel beside the AVX-512 one: the ratio is AVX-512's gain.
+            variants.push((Engine::Native, Some(WeightFormat::F32), "f32 (converted at load)", Some(Kernel::Avx2)));
+        }
         variants.push((Engine::Native, Some(WeightFormat::F16), "f16 (converted at load)", None));
         variants.push((Engine::Burn, None, "f32 (dequantized at load)", None));
     }

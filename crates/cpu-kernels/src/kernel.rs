@@ -23,7 +23,10 @@ pub enum Kernel {
     /// interleaved layout's products ([`Matrix::interleave_rows`](crate::Matrix::interleave_rows))
     /// done by `vpdpbusd` on sixteen weight rows per instruction. Bit-identical to
     /// [`Kernel::Avx2Q8`]; cheaper when several activation rows are scored at once (a draft's
-    /// positions). Row-layout matrices and other formats use [`Kernel::Avx2Q8`]'s kernels.
+    /// positions). f32 rows (and f16/bf16, widened at load) get an AVX-512 kernel of their own
+    /// (two weight rows per pass over the activations; same sums whatever the number of rows,
+    /// not bit-identical to [`Kernel::Avx2`]'s). Other row-layout matrices and formats use
+    /// [`Kernel::Avx2Q8`]'s kernels.
     Avx512Q8,
 }
 
@@ -107,6 +110,12 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             (Kernel::Avx2Q8 | Kernel::Avx512Q8, Some(xq)) => {
                 crate::sys::avx2_q8::dot_rows(format, rows, xq, first, outs)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Kernel::Avx512Q8, _) if format == WeightFormat::F32 => {
+                if !crate::sys::avx512_f32::dot_rows(rows, x, cols, outs) {
+                    crate::sys::avx2::dot_rows(format, rows, x, cols, outs)
+                }
             }
             #[cfg(target_arch = "x86_64")]
             (Kernel::Avx2 | Kernel::Avx2Q8 | Kernel::Avx512Q8, _) => {

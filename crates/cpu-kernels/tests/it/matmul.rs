@@ -243,7 +243,7 @@ fn results_do_not_depend_on_batch_threads_or_gathering() {
                 for i in 0..9 {
                     matrix.matmul(&x[i * cols..(i + 1) * cols], &mut alone[i * rows..(i + 1) * rows], &single).unwrap();
                 }
-                for (m, threads) in [(2, &single), (5, &three), (8, &single), (9, &three)] {
+                for (m, threads) in [(2, &single), (5, &three), (6, &three), (7, &single), (8, &single), (9, &three)] {
                     let mut y = vec![0.0; m * rows];
                     matrix.matmul(&x[..m * cols], &mut y, threads).unwrap();
                     assert!(y == alone[..m * rows], "{format} {kernel:?} {layout} m={m}");
