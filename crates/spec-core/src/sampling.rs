@@ -152,20 +152,38 @@ fn truncate(weights: &mut [f64], top_k: usize, top_p: f64) {
 
 /// The arg-max of finite logits (ties to the lowest id), or an error for NaN, `+inf`, an empty
 /// vector or one that is entirely `-inf`.
-fn checked_argmax(logits: &[f32]) -> Result<usize> {
-    let mut best: Option<usize> = None;
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() {
-            return Err(Error::NonFiniteLogits { index: i, value: "NaN" });
-        }
-        if l == f32::INFINITY {
-            return Err(Error::NonFiniteLogits { index: i, value: "+inf" });
-        }
-        if l > f32::NEG_INFINITY && best.is_none_or(|b| l > logits[b]) {
-            best = Some(i);
+pub(crate) fn checked_argmax(logits: &[f32]) -> Result<usize> {
+    // One pass the compiler vectorizes (a maximum per lane, no reassociation, and whether a NaN
+    // or +inf occurs), then the first index holding the maximum: the same answer as a scalar
+    // scan keeping the first strictly greater value, about 10x faster on a 49k vocabulary
+    // (greedy verification computes one per drafted position).
+    const LANES: usize = 16;
+    let mut lane_max = [f32::NEG_INFINITY; LANES];
+    let mut bad = [false; LANES];
+    let chunks = logits.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for i in 0..LANES {
+            let l = chunk[i];
+            lane_max[i] = if l > lane_max[i] { l } else { lane_max[i] };
+            bad[i] |= l.is_nan() | (l == f32::INFINITY);
         }
     }
-    best.ok_or(Error::EmptyDistribution { what: "the logits (every token is masked)", sum: 0.0 })
+    let mut max = f32::NEG_INFINITY;
+    for &l in lane_max.iter().chain(rest) {
+        max = if l > max { l } else { max };
+    }
+    if bad.iter().any(|&b| b) || rest.iter().any(|&l| l.is_nan() || l == f32::INFINITY) {
+        // Name the first offending entry, as the scan it replaces did.
+        if let Some(i) = logits.iter().position(|&l| l.is_nan() || l == f32::INFINITY) {
+            let value = if logits[i].is_nan() { "NaN" } else { "+inf" };
+            return Err(Error::NonFiniteLogits { index: i, value });
+        }
+    }
+    if max == f32::NEG_INFINITY {
+        return Err(Error::EmptyDistribution { what: "the logits (every token is masked)", sum: 0.0 });
+    }
+    Ok(logits.iter().position(|&l| l == max).unwrap_or(0))
 }
 
 /// The index of the largest probability (ties to the lowest id).
@@ -232,6 +250,47 @@ pub(crate) fn sample_weighted<R: Rng + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scan `checked_argmax` replaced: the first strictly greater finite value wins.
+    fn scalar_argmax(logits: &[f32]) -> Result<usize> {
+        let mut best: Option<usize> = None;
+        for (i, &l) in logits.iter().enumerate() {
+            if l.is_nan() {
+                return Err(Error::NonFiniteLogits { index: i, value: "NaN" });
+            }
+            if l == f32::INFINITY {
+                return Err(Error::NonFiniteLogits { index: i, value: "+inf" });
+            }
+            if l > f32::NEG_INFINITY && best.is_none_or(|b| l > logits[b]) {
+                best = Some(i);
+            }
+        }
+        best.ok_or(Error::EmptyDistribution { what: "the logits (every token is masked)", sum: 0.0 })
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #[test]
+        fn checked_argmax_equals_the_scalar_scan(
+            values in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => (-3i32..3).prop_map(|v| v as f32),
+                    1 => proptest::strategy::Just(-0.0f32),
+                    1 => proptest::strategy::Just(f32::NEG_INFINITY),
+                    1 => proptest::strategy::Just(f32::NAN),
+                    1 => proptest::strategy::Just(f32::INFINITY),
+                ],
+                0..70,
+            ),
+            finite_only in proptest::bool::ANY,
+        ) {
+            let values: Vec<f32> = if finite_only { values.into_iter().filter(|v| !v.is_nan() && *v != f32::INFINITY).collect() } else { values };
+            let fast = checked_argmax(&values).map_err(|e| e.to_string());
+            let slow = scalar_argmax(&values).map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(fast, slow, "{:?}", values);
+        }
+    }
 
     fn sum(p: &[f32]) -> f64 {
         p.iter().map(|&x| f64::from(x)).sum()

@@ -118,7 +118,8 @@ unsafe fn split<const REST: usize>(rows: Rows<'_>, x: &[f32], cols: usize, outs:
         let n = 2.min(rows.end - j);
         let w = [weights(j), weights(j + n - 1)];
         // SAFETY: per the function's contract: x holds 4 + REST rows of cols values.
-        let (first, rest) = unsafe { (block::<4, 2>(&w, x.as_ptr(), cols), block::<REST, 2>(&w, x.as_ptr().add(4 * cols), cols)) };
+        let (first, rest) =
+            unsafe { (block::<4, 2>(&w, x.as_ptr(), cols), block::<REST, 2>(&w, x.as_ptr().add(4 * cols), cols)) };
         for r in 0..n {
             for (out, &s) in head.iter_mut().zip(first[r].iter()) {
                 out[j + r - rows.start] = s;
