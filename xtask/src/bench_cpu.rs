@@ -144,21 +144,24 @@ fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f6
         prefill.push(start.elapsed().as_secs_f64());
     }
     let prefill_tokens_per_s = CONTEXT as f64 / median(prefill);
-    // k-position passes after the context, all k logit rows, rolled back after each.
-    let mut pass_ms = Vec::new();
+    // k-position passes after the context, all k logit rows, rolled back after each. The
+    // widths take turns within each repetition (k = 1..8, then again), so that a machine whose
+    // speed drifts during the run (a shared VM) shifts every width alike and the ratios to
+    // k = 1 hold; timing each width's repetitions in a block let the drift into the ratios.
     for k in 1..=MAX_K {
-        let draft = &prompt[CONTEXT..CONTEXT + k];
-        model.forward_on_host(draft, &mut cache, k, None)?;
+        model.forward_on_host(&prompt[CONTEXT..CONTEXT + k], &mut cache, k, None)?;
         cache.truncate(CONTEXT);
-        let mut times = Vec::with_capacity(reps);
-        for _ in 0..reps {
+    }
+    let mut times: Vec<Vec<f64>> = (0..MAX_K).map(|_| Vec::with_capacity(reps)).collect();
+    for _ in 0..reps {
+        for (k, times) in (1..=MAX_K).zip(times.iter_mut()) {
             let start = Instant::now();
-            model.forward_on_host(draft, &mut cache, k, None)?;
+            model.forward_on_host(&prompt[CONTEXT..CONTEXT + k], &mut cache, k, None)?;
             times.push(start.elapsed().as_secs_f64() * 1e3);
             cache.truncate(CONTEXT);
         }
-        pass_ms.push(median(times));
     }
+    let pass_ms: Vec<f64> = times.into_iter().map(median).collect();
     // Decode: greedy, one token per step.
     let mut token = prompt[CONTEXT];
     let start = Instant::now();
