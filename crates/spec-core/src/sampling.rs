@@ -158,6 +158,7 @@ pub(crate) fn checked_argmax(logits: &[f32]) -> Result<usize> {
     // scan keeping the first strictly greater value, about 10x faster on a 49k vocabulary
     // (greedy verification computes one per drafted position).
     const LANES: usize = 16;
+    let non_finite = |l: f32| l.is_nan() | (l == f32::INFINITY);
     let mut lane_max = [f32::NEG_INFINITY; LANES];
     let mut bad = [false; LANES];
     let chunks = logits.chunks_exact(LANES);
@@ -166,16 +167,16 @@ pub(crate) fn checked_argmax(logits: &[f32]) -> Result<usize> {
         for i in 0..LANES {
             let l = chunk[i];
             lane_max[i] = if l > lane_max[i] { l } else { lane_max[i] };
-            bad[i] |= l.is_nan() | (l == f32::INFINITY);
+            bad[i] |= non_finite(l);
         }
     }
     let mut max = f32::NEG_INFINITY;
     for &l in lane_max.iter().chain(rest) {
         max = if l > max { l } else { max };
     }
-    if bad.iter().any(|&b| b) || rest.iter().any(|&l| l.is_nan() || l == f32::INFINITY) {
+    if bad.iter().any(|&b| b) || rest.iter().any(|&l| non_finite(l)) {
         // Name the first offending entry, as the scan it replaces did.
-        if let Some(i) = logits.iter().position(|&l| l.is_nan() || l == f32::INFINITY) {
+        if let Some(i) = logits.iter().position(|&l| non_finite(l)) {
             let value = if logits[i].is_nan() { "NaN" } else { "+inf" };
             return Err(Error::NonFiniteLogits { index: i, value });
         }

@@ -69,6 +69,14 @@ pub(crate) fn supported() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
 }
 
+/// The weights of output `j`, which [`dot_rows`] checked to be an f32 row of `cols` values.
+fn row_ptr(rows: &Rows<'_>, j: usize) -> *const f32 {
+    match rows.get(j) {
+        RowRef::F32(w) => w.as_ptr(),
+        RowRef::Blocks(_) => unreachable!("f32 kernel given a block row"),
+    }
+}
+
 /// `R` weight rows at a time (the last one alone when the range is odd), each against the `M`
 /// activation rows.
 ///
@@ -77,11 +85,7 @@ pub(crate) fn supported() -> bool {
 /// `outs.len() == M`, each holding `rows.end − rows.start` values.
 #[target_feature(enable = "avx512f")]
 unsafe fn pairs<const M: usize, const R: usize>(rows: Rows<'_>, x: &[f32], cols: usize, outs: &mut [&mut [f32]]) {
-    let weights = |j: usize| match rows.get(j) {
-        RowRef::F32(w) => w.as_ptr(),
-        // Checked by the caller: every row is an f32 row.
-        RowRef::Blocks(_) => unreachable!("f32 kernel given a block row"),
-    };
+    let weights = |j: usize| row_ptr(&rows, j);
     let mut j = rows.start;
     while j < rows.end {
         let n = R.min(rows.end - j);
@@ -108,10 +112,7 @@ unsafe fn pairs<const M: usize, const R: usize>(rows: Rows<'_>, x: &[f32], cols:
 /// As for [`pairs`] with `M = 4 + REST`.
 #[target_feature(enable = "avx512f")]
 unsafe fn split<const REST: usize>(rows: Rows<'_>, x: &[f32], cols: usize, outs: &mut [&mut [f32]]) {
-    let weights = |j: usize| match rows.get(j) {
-        RowRef::F32(w) => w.as_ptr(),
-        RowRef::Blocks(_) => unreachable!("f32 kernel given a block row"),
-    };
+    let weights = |j: usize| row_ptr(&rows, j);
     let (head, tail) = outs.split_at_mut(4);
     let mut j = rows.start;
     while j < rows.end {
