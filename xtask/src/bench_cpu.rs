@@ -8,7 +8,10 @@
 //!   pass), with the logits of all k rows, as verification needs them;
 //! - decode tokens/s (one token per step, greedy) and prefill tokens/s (a 64-token prompt);
 //! - decode tokens/s after a 768-token context, where attention reads a KV cache as large as
-//!   a third of the weights each step (llama.cpp: `llama-bench -d 768`);
+//!   a third of the weights each step (llama.cpp: `llama-bench -d 768`), and the k-position
+//!   passes again after that context: a draft's rows each attend over the whole cache, so at
+//!   the demo's long prompts a wide pass costs more, relative to one position, than after 64
+//!   tokens (llama.cpp: its pp-k rows at `-d 768`);
 //! - GB/s of weights streamed at k = 1 and GFLOP/s at k = 8, against this machine's roofline;
 //! - the same with the weights stored as f32 and f16 (converted at load), and the burn engine
 //!   (the runtime before the native one) for the k-cost ratios;
@@ -68,6 +71,10 @@ struct Row {
     threads: usize,
     /// Median ms of a k-position pass, k = 1..=8.
     pass_ms: Vec<f64>,
+    /// The same after [`LONG_CONTEXT`] tokens of context (absent from older reports and from
+    /// the transformers script).
+    #[serde(default)]
+    pass_long_ms: Option<Vec<f64>>,
     decode_tokens_per_s: f64,
     prefill_tokens_per_s: f64,
     /// Decode tokens/s after [`LONG_CONTEXT`] tokens of context (absent from older reports
@@ -133,6 +140,41 @@ fn decode_rate(model: &Llama, context: &[u32]) -> anyhow::Result<f64> {
     Ok(DECODE_STEPS as f64 / start.elapsed().as_secs_f64())
 }
 
+/// Median ms of the k-position passes, k = 1..=[`MAX_K`], of `tokens` after the context in
+/// `cache`, all k logit rows, rolled back after each. The widths take turns within each
+/// repetition (k = 1..8, then again), so that a machine whose speed drifts during the run (a
+/// shared VM) shifts every width alike and the ratios to k = 1 hold; timing each width's
+/// repetitions in a block let the drift into the ratios.
+fn pass_times(
+    model: &Llama,
+    cache: &mut anyspec_models::KvCache,
+    tokens: &[u32],
+    reps: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let context = cache.len();
+    for k in 1..=MAX_K {
+        model.forward_on_host(&tokens[..k], cache, k, None)?;
+        cache.truncate(context);
+    }
+    let mut times: Vec<Vec<f64>> = (0..MAX_K).map(|_| Vec::with_capacity(reps)).collect();
+    for _ in 0..reps {
+        for (k, times) in (1..=MAX_K).zip(times.iter_mut()) {
+            let start = Instant::now();
+            model.forward_on_host(&tokens[..k], cache, k, None)?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+            cache.truncate(context);
+        }
+    }
+    Ok(times.into_iter().map(median).collect())
+}
+
+/// The k-position passes after `context` (prefilled first, not timed).
+fn long_pass_times(model: &Llama, context: &[u32], tokens: &[u32], reps: usize) -> anyhow::Result<Vec<f64>> {
+    let mut cache = model.new_cache();
+    model.forward_on_host(context, &mut cache, 1, None)?;
+    pass_times(model, &mut cache, tokens, reps)
+}
+
 fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f64>, f64, f64)> {
     let mut cache = model.new_cache();
     // Prefill: the whole prompt, logits of the last row.
@@ -144,24 +186,7 @@ fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f6
         prefill.push(start.elapsed().as_secs_f64());
     }
     let prefill_tokens_per_s = CONTEXT as f64 / median(prefill);
-    // k-position passes after the context, all k logit rows, rolled back after each. The
-    // widths take turns within each repetition (k = 1..8, then again), so that a machine whose
-    // speed drifts during the run (a shared VM) shifts every width alike and the ratios to
-    // k = 1 hold; timing each width's repetitions in a block let the drift into the ratios.
-    for k in 1..=MAX_K {
-        model.forward_on_host(&prompt[CONTEXT..CONTEXT + k], &mut cache, k, None)?;
-        cache.truncate(CONTEXT);
-    }
-    let mut times: Vec<Vec<f64>> = (0..MAX_K).map(|_| Vec::with_capacity(reps)).collect();
-    for _ in 0..reps {
-        for (k, times) in (1..=MAX_K).zip(times.iter_mut()) {
-            let start = Instant::now();
-            model.forward_on_host(&prompt[CONTEXT..CONTEXT + k], &mut cache, k, None)?;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-            cache.truncate(CONTEXT);
-        }
-    }
-    let pass_ms: Vec<f64> = times.into_iter().map(median).collect();
+    let pass_ms = pass_times(model, &mut cache, &prompt[CONTEXT..CONTEXT + MAX_K], reps)?;
     // Decode: greedy, one token per step.
     let mut token = prompt[CONTEXT];
     let start = Instant::now();
@@ -196,10 +221,12 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
         bail!("{} failed: {}", bin.display(), String::from_utf8_lossy(&output.stderr));
     }
     let rows: Vec<LlamaBenchRow> = serde_json::from_slice(&output.stdout).context("reading llama-bench's JSON")?;
-    // Decoding after a long context: a second run, at depth LONG_CONTEXT.
+    // Decoding and the k-position passes after a long context: a second run, at depth
+    // LONG_CONTEXT.
+    let short_prompts: Vec<String> = (1..=MAX_K).map(|k| k.to_string()).collect();
     let output = Command::new(bin)
         .env("LD_LIBRARY_PATH", lib_dir)
-        .args(["-m", &model.display().to_string(), "-t", &threads.to_string(), "-p", "0"])
+        .args(["-m", &model.display().to_string(), "-t", &threads.to_string(), "-p", &short_prompts.join(",")])
         .args(["-n", &DECODE_STEPS.to_string(), "-d", &LONG_CONTEXT.to_string(), "-r", "3", "-o", "json"])
         .output()
         .with_context(|| format!("running {} -d {LONG_CONTEXT}", bin.display()))?;
@@ -214,15 +241,23 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
     };
     let decode_long = deep.iter().find(|r| r.n_gen == DECODE_STEPS && r.n_depth == LONG_CONTEXT).map(|r| r.avg_ts);
     let mut pass_ms = Vec::new();
+    let mut pass_long_ms = Vec::new();
     for k in 1..=MAX_K {
         let ts = rate(k, 0).with_context(|| format!("llama-bench printed no pp{k} row"))?;
         pass_ms.push(k as f64 / ts * 1e3);
+        let deep_ts = deep
+            .iter()
+            .find(|r| r.n_prompt == k && r.n_gen == 0 && r.n_depth == LONG_CONTEXT)
+            .map(|r| r.avg_ts)
+            .with_context(|| format!("llama-bench -d {LONG_CONTEXT} printed no pp{k} row"))?;
+        pass_long_ms.push(k as f64 / deep_ts * 1e3);
     }
     Ok(Row {
         runtime: "llama.cpp (llama-bench)".into(),
         storage: "as in the file".into(),
         threads,
         pass_ms,
+        pass_long_ms: Some(pass_long_ms),
         decode_tokens_per_s: rate(0, DECODE_STEPS).context("llama-bench printed no tg row")?,
         prefill_tokens_per_s: rate(CONTEXT, 0).context("llama-bench printed no pp64 row")?,
         decode_long_tokens_per_s: Some(decode_long.context("llama-bench -d printed no tg row")?),
@@ -301,6 +336,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             }
             // After the memory reading, which stays that of a short context.
             let decode_long = decode_rate(&model, &long_context)?;
+            let pass_long_ms = long_pass_times(&model, &long_context, &prompt[..MAX_K], args.reps)?;
             let runtime = match engine {
                 Engine::Burn => "anyspec burn engine (flex)".to_string(),
                 _ => format!("anyspec native ({:?} kernel)", model.kernel().expect("a native model has a kernel")),
@@ -310,6 +346,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 storage: label.into(),
                 threads: if engine == Engine::Burn { 0 } else { threads },
                 pass_ms,
+                pass_long_ms: Some(pass_long_ms),
                 decode_tokens_per_s: decode,
                 prefill_tokens_per_s: prefill,
                 decode_long_tokens_per_s: Some(decode_long),
@@ -357,6 +394,31 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
         let ratios: Vec<String> = row.pass_ms[1..].iter().map(|ms| format!("{:.2}", ms / base)).collect();
         let threads = if row.threads == 0 { "auto".to_string() } else { row.threads.to_string() };
         writeln!(md, "| {} | {} | {} | {:.2} | {} |", row.runtime, row.storage, threads, base, ratios.join(" | "))?;
+    }
+    if report.rows.iter().any(|r| r.pass_long_ms.is_some()) {
+        writeln!(md, "\n## The same after {LONG_CONTEXT} tokens of context\n")?;
+        writeln!(
+            md,
+            "Each row of a draft attends over the whole cache, so at long prompts a wide pass costs \
+             more, relative to one position, than after {} tokens.\n",
+            report.context
+        )?;
+        writeln!(md, "| runtime | weights | threads | k=1 ms | k=2 | k=3 | k=4 | k=5 | k=6 | k=7 | k=8 |")?;
+        writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|")?;
+        for row in &report.rows {
+            let Some(long) = &row.pass_long_ms else { continue };
+            let ratios: Vec<String> = long[1..].iter().map(|ms| format!("{:.2}", ms / long[0])).collect();
+            let threads = if row.threads == 0 { "auto".to_string() } else { row.threads.to_string() };
+            writeln!(
+                md,
+                "| {} | {} | {} | {:.2} | {} |",
+                row.runtime,
+                row.storage,
+                threads,
+                long[0],
+                ratios.join(" | ")
+            )?;
+        }
     }
     writeln!(md, "\n## Decode and prefill\n")?;
     writeln!(

@@ -140,7 +140,8 @@ mod threads;
 
 pub use activation::swiglu;
 pub use attention::{
-    ATTENTION_SPAN, HeadLayout, attend_head, attend_queries, attend_span, merge_spans, span_partial_len, spans_for,
+    ATTENTION_SPAN, HeadLayout, KEY_TILE, KeyTiles, attend_head, attend_queries, attend_queries_with, attend_span,
+    attend_span_with, key_tiles_len, merge_spans, span_partial_len, spans_for, write_key_tiles,
 };
 pub use error::{Error, Result};
 pub use format::{WeightFormat, dequantize, quantize};

@@ -11,6 +11,8 @@ pub(crate) mod avx2_q8;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2_q8_groups;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512_attention;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_f32;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_q8_groups;

@@ -419,7 +419,7 @@ impl NativeLlama {
     }
 
     pub(crate) fn new_cache(&self) -> NativeCache {
-        NativeCache::new(&self.config)
+        NativeCache::new(&self.config, self.kernel)
     }
 }
 
