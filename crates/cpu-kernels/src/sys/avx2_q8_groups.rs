@@ -149,6 +149,13 @@ unsafe fn groups_of<const M: usize, const F: u8>(
             let gp = data.as_ptr().add(order.block_offset(format, blocks, g, 0));
             for b in 0..blocks {
                 let p = gp.add(b * stride);
+                // The lines PREFETCH_BYTES ahead in the group's stream (as in the AVX-512
+                // kernel; past the group's end, the next group's, or nothing).
+                for line in (0..stride).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        p.wrapping_add(super::avx512_q8_groups::PREFETCH_BYTES + line).cast::<i8>(),
+                    );
+                }
                 let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
                 let w = p.add(header);
                 // The activation block's 4-byte chunk `c`, in every lane.

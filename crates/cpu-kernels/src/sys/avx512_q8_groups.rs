@@ -41,6 +41,19 @@ use super::avx2_q8_groups::{Q4_0, Q4_1, Q8_0, fits, format_of};
 use crate::format::{QK, WeightFormat};
 use crate::interleave::{GROUP, Grouped};
 
+/// How far ahead of the block being multiplied the weight stream is prefetched, in bytes (four
+/// `Q4_1` blocks of a pair of groups). Measured with `cargo xtask bench-cpu --quantized-only` on SmolLM2-135M
+/// Q4_1, alternating runs on the 2-core Xeon: k = 6 cost 1.44–1.45 → 1.29–1.31 of a
+/// single-position pass on one thread, 1.58–1.61 → 1.41–1.48 on two, and the single position
+/// itself faster; 2560 bytes gained less and 640 nothing. The AVX2 kernel
+/// ([`super::avx2_q8_groups`]) prefetches as far ahead in its own stream: on the same machine
+/// its single position went from 17.9–18.7 to 12.5–13.8 ms on one thread (7.9–11.2 → 6.1–7.9
+/// ms on two), and its k = 6 pass on one thread from 1.65–1.74 to 1.51 of that. Without it the `vpdpbusd` work of several
+/// activation rows keeps the core busy and the hardware prefetchers fall behind the stream.
+/// Past the last block the address lies beyond the group (or the matrix), which a prefetch
+/// ignores.
+pub(crate) const PREFETCH_BYTES: usize = 1280;
+
 /// For every output `j` of `range` (`range.start` a multiple of [`GROUP`]):
 /// `outs[i][j - range.start] ≈ Σ_k W[j, k] · x[(first + i)·cols + k]`, with the interleaved
 /// weights `data` and the activations as quantized in `xq` (`outs.len()` ≤ 8). Returns `false`,
@@ -130,6 +143,10 @@ unsafe fn groups_of<const M: usize, const F: u8>(
             let high = if pair { data.as_ptr().add(order.block_offset(format, blocks, g + 1, 0)) } else { low };
             for b in 0..blocks {
                 let (p, q) = (low.add(b * stride), high.add(b * stride));
+                // The lines PREFETCH_BYTES ahead in the stream (see there).
+                for line in (0..stride).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES + line).cast::<i8>());
+                }
                 // The 32 bytes at `offset` of both groups' block, group g in the low half.
                 let both = |offset: usize| -> __m512i {
                     _mm512_inserti64x4::<1>(
