@@ -485,7 +485,8 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
     writeln!(
         md,
         "\nRoofline of this machine: about 10 GB/s of memory read on one thread, 18 GB/s on two; about \
-         45 GFLOP/s f32 per core (AVX2 FMA). GB/s counts the weight bytes held by the engine (quantized \
+         45 GFLOP/s f32 per core with AVX2 FMA (a core with two 512-bit FMA units, as on the AVX-512 \
+         Xeons, peaks near four times that). GB/s counts the weight bytes held by the engine (quantized \
          at their quantized size) once per single-position pass."
     )?;
     if let Some(dir) = out.parent() {
