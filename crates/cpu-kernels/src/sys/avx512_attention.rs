@@ -249,8 +249,6 @@ unsafe fn sum_group<const G: usize>(
 ) {
     let counts: [usize; G] = core::array::from_fn(|g| counts[first + g]);
     let w: [*const f32; G] = core::array::from_fn(|g| weights[(first + g) * row..].as_ptr());
-    // Positions every query of the group sees, then those only some see.
-    let common = counts.iter().copied().min().unwrap_or(0);
     let most = counts.iter().copied().max().unwrap_or(0);
     for chunk in (0..width).step_by(CHUNK) {
         let regs = ((width - chunk) / LANES).min(4);
@@ -260,21 +258,11 @@ unsafe fn sum_group<const G: usize>(
         unsafe {
             let v = values.as_ptr().add(offset + chunk);
             let mut acc = [[_mm512_setzero_ps(); 4]; G];
-            for j in 0..common {
+            for j in 0..most {
                 let vs: [__m512; 4] = core::array::from_fn(|l| {
                     if l < regs { _mm512_loadu_ps(v.add(j * stride + l * LANES)) } else { _mm512_setzero_ps() }
                 });
-                for g in 0..G {
-                    let wj = _mm512_set1_ps(*w[g].add(j));
-                    for l in 0..regs {
-                        acc[g][l] = _mm512_fmadd_ps(wj, vs[l], acc[g][l]);
-                    }
-                }
-            }
-            for j in common..most {
-                let vs: [__m512; 4] = core::array::from_fn(|l| {
-                    if l < regs { _mm512_loadu_ps(v.add(j * stride + l * LANES)) } else { _mm512_setzero_ps() }
-                });
+                // The queries of a draft's later rows see a few positions more.
                 for g in 0..G {
                     if j < counts[g] {
                         let wj = _mm512_set1_ps(*w[g].add(j));
