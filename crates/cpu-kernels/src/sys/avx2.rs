@@ -79,6 +79,13 @@ unsafe fn rows_impl<const M: usize, const A: usize>(
     }
 }
 
+/// How far ahead of the columns being multiplied an f32 weight row is prefetched, in floats (4
+/// KB, as in the AVX-512 f32 kernel). Measured with `cargo xtask bench-cpu` on SmolLM2-135M
+/// converted to f32, the AVX2 kernel's rows, two runs each way alternating on the 2-core Xeon:
+/// a single position 55–66 → 46–49 ms on one thread and 35–38 → 24–25 ms on two; k = 6 cost
+/// 1.48–1.64 → 1.22–1.37 of that on one thread, 1.43–1.53 → 1.22–1.23 on two.
+const F32_PREFETCH_FLOATS: usize = 1024;
+
 /// `M` activation rows, `A` accumulators per row (more independent FMA chains when `M` is
 /// small, so that the FMA latency is hidden).
 ///
@@ -102,6 +109,10 @@ unsafe fn dot<const M: usize, const A: usize>(
             let wp = w.as_ptr();
             let mut k = 0;
             while k + 32 <= cols {
+                // The two lines F32_PREFETCH_FLOATS ahead (see there; past the row's end the
+                // next rows', or beyond the matrix, which a prefetch ignores).
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(k + F32_PREFETCH_FLOATS).cast::<i8>());
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(k + F32_PREFETCH_FLOATS + 16).cast::<i8>());
                 // SAFETY: k + 32 ≤ cols weights and columns.
                 unsafe {
                     let v = [
