@@ -85,8 +85,8 @@ const _: () = assert!(ATTENTION_SPAN.is_multiple_of(KEY_TILE), "a span starts at
 /// # Layout
 ///
 /// `data[((t · heads + h) · width + d) · KEY_TILE + l]` is dimension `d` of head `h`'s key at
-/// position `t · KEY_TILE + l`; lanes past the cache's length hold stale or zero values that
-/// no score reads back. [`write_key_tiles`] fills it.
+/// position `t · KEY_TILE + l`; lanes past the cache's length hold stale or zero values,
+/// whose products the kernel computes with its tile and discards. [`write_key_tiles`] fills it.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyTiles<'a> {
     /// Every head's tiles, laid out as above.
@@ -326,9 +326,8 @@ pub fn attend_span(
 /// (AVX-512 F, widths a multiple of 16), the weighted values are added with AVX-512 (16
 /// lanes, four queries per load of a value; the same bits as AVX2, see
 /// `sys/avx512_attention.rs`), and, given `tiles` (the same keys as `keys`, transposed), the
-/// scores are computed from the tiles, one fused multiply-add chain per score over the
-/// dimensions in order (other bits than the AVX2 scores', the same whatever the grouping).
-/// Otherwise scores, softmax and sums use AVX2/FMA where the CPU has them and the width is a
+/// scores are computed from the tiles (the AVX2 scores' chains of multiply-adds, summed in
+/// the same order: the same bits). Otherwise scores, softmax and sums use AVX2/FMA where the CPU has them and the width is a
 /// multiple of 8, else the portable loop. A model passes its matrices' kernel, so that
 /// `--kernel avx2q8` measures the AVX2 code throughout.
 ///

@@ -50,7 +50,7 @@ pub(crate) struct NativeCache {
     kernel: Kernel,
     /// Whether the keys are also kept in tiles: where the kernel's scores read them
     /// ([`KeyTiles::used_by`]; AVX-512 at 64-wide heads: about twice the AVX2 scores' speed,
-    /// for a third more cache memory).
+    /// for half as much cache memory again).
     tiled: bool,
 }
 
