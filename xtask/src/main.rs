@@ -62,9 +62,11 @@ enum Command {
     /// each; a panic, abort, hang or allocation past the memory cap is saved as a finding and
     /// fails the command.
     Fuzz(fuzz::Args),
-    /// Generate SmolLM2-135M-Instruct's greedy answers to prompts the demo does not use (MT-Bench
-    /// and GSM8K train) into assets/demo/target-outputs.txt.gz, the text the demo's n-gram
-    /// dictionary is built from. Run it in release mode (a few minutes).
+    /// Generate SmolLM2-135M-Instruct's greedy answers to 1,142 prompts the demo does not use
+    /// (MT-Bench, Vicuna-Bench, GSM8K train, HumanEval, Spec-Bench QA and RAG, FLORES-200,
+    /// WikiText-2, Gutenberg) into assets/demo/target-outputs.txt.gz, the text the demo's n-gram
+    /// dictionary and token n-gram model are counted from. Run it in release mode (about 30
+    /// minutes on two cores).
     TargetOutputs(target_outputs::Args),
     /// Regenerate committed test fixtures.
     Fixtures {

@@ -11,7 +11,9 @@
 //! (Apache-2.0); GSM8K *train* questions (MIT; the demo's math prompts are GSM8K test items);
 //! Spec-Bench's Natural Questions and RAG items after the two of each the demo takes (CC BY-SA
 //! 3.0); FLORES-200 dev German sentences other than the demo's (CC BY-SA 4.0); WikiText-2
-//! articles other than the demo's two (CC BY-SA 3.0). SmolLM2 is Apache-2.0.
+//! articles other than the demo's two, to summarize and (their titles) as essay topics (CC BY-SA
+//! 3.0); Vicuna-Bench questions (Apache-2.0); HumanEval problems to complete (MIT); Gutenberg
+//! passages to summarize (public domain). SmolLM2 is Apache-2.0.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,11 +37,18 @@ pub(crate) struct Args {
     #[arg(long)]
     model: Option<PathBuf>,
     /// GSM8K train questions answered.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 500)]
     gsm8k: usize,
+    /// HumanEval problems to complete (MIT), at most.
+    #[arg(long, default_value_t = 131)]
+    humaneval: usize,
+    /// Passages of the Gutenberg corpus to summarize (public domain; never from *Pride and
+    /// Prejudice*, which the tiny demo holds out), at most.
+    #[arg(long, default_value_t = 80)]
+    gutenberg: usize,
     /// Prompts of each other kind at most: Spec-Bench QA, Spec-Bench RAG, FLORES-200 German →
-    /// English, WikiText-2 summaries.
-    #[arg(long, default_value_t = 40)]
+    /// English, WikiText-2 summaries, WikiText-2 essay topics.
+    #[arg(long, default_value_t = 80)]
     per_kind: usize,
     /// New tokens per answer at most (an answer also ends at the end-of-sequence token).
     #[arg(long, default_value_t = 192)]
@@ -49,7 +58,8 @@ pub(crate) struct Args {
     threads: usize,
 }
 
-/// One JSON line of MT-Bench (`turns`) or GSM8K (`question`).
+/// One JSON line of MT-Bench or Vicuna-Bench (`turns`), GSM8K (`question`) or HumanEval
+/// (`prompt`).
 #[derive(serde::Deserialize)]
 struct Line {
     #[serde(default)]
@@ -58,6 +68,8 @@ struct Line {
     turns: Vec<String>,
     #[serde(default)]
     question: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -74,24 +86,37 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<Line>> {
         .collect()
 }
 
-/// The prompts: every MT-Bench first turn that is not a demo prompt, then `gsm8k` GSM8K train
-/// questions.
+/// The prompts: every MT-Bench and Vicuna-Bench first turn that is not a demo prompt, GSM8K
+/// train questions, HumanEval problems, Spec-Bench QA and RAG items the demo does not take,
+/// FLORES-200 German, WikiText-2 articles to summarize and their titles as essay topics, and
+/// Gutenberg passages to summarize.
 fn prompts(args: &Args) -> anyhow::Result<Vec<String>> {
     let demo: Vec<DemoPrompt> = serde_json::from_slice(
         &std::fs::read(&args.demo_prompts).with_context(|| format!("reading {}", args.demo_prompts.display()))?,
     )
     .with_context(|| format!("parsing {}", args.demo_prompts.display()))?;
     let corpora = args.data.join("corpora");
-    let mut out: Vec<String> = read_lines(&corpora.join("prompts-mtbench/question.jsonl"))?
-        .into_iter()
-        .filter_map(|l| l.turns.into_iter().next())
-        .filter(|q| !demo.iter().any(|d| d.prompt.contains(q.as_str()) || q.contains(d.prompt.as_str())))
-        .collect();
-    let mtbench = out.len();
+    let mut out: Vec<String> = Vec::new();
+    for chat in ["prompts-mtbench/question.jsonl", "prompts-vicunabench/question.jsonl"] {
+        out.extend(
+            read_lines(&corpora.join(chat))?
+                .into_iter()
+                .filter_map(|l| l.turns.into_iter().next())
+                .filter(|q| !demo.iter().any(|d| d.prompt.contains(q.as_str()) || q.contains(d.prompt.as_str()))),
+        );
+    }
+    let chats = out.len();
     out.extend(read_lines(&corpora.join("gsm8k/train.jsonl"))?.into_iter().filter_map(|l| l.question).take(args.gsm8k));
-    if out.len() == mtbench {
+    if out.len() == chats {
         bail!("no GSM8K questions in {}", corpora.join("gsm8k/train.jsonl").display());
     }
+    out.extend(
+        read_lines(&corpora.join("code-humaneval/HumanEval_shared.jsonl"))?
+            .into_iter()
+            .filter_map(|l| l.prompt)
+            .take(args.humaneval)
+            .map(|code| format!("Complete the following Python function:\n\n```python\n{}\n```", code.trim_end())),
+    );
     // Spec-Bench QA and RAG: the demo takes the first two of each category.
     let specbench = read_lines(&corpora.join("prompts-specbench/question.jsonl"))?;
     for category in ["qa", "rag"] {
@@ -120,17 +145,67 @@ fn prompts(args: &Args) -> anyhow::Result<Vec<String>> {
             .iter()
             .enumerate()
             .filter(|(i, _)| *i != 1 && *i != 3)
-            .map(|(_, body)| body)
+            .map(|(_, (_, body))| body)
             .filter(|body| body.len() > 400)
             .take(args.per_kind)
             .map(|body| format!("Summarize the following article:\n\n{}", opening(body))),
     );
+    // The same articles' titles as essay topics: open-ended prose, as the MT-Bench writing
+    // and humanities questions ask for.
+    out.extend(
+        articles
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1 && *i != 3)
+            .map(|(_, (title, _))| title)
+            .filter(|title| !title.is_empty())
+            .take(args.per_kind)
+            .map(|title| format!("Write a short essay about {title}.")),
+    );
+    out.extend(
+        gutenberg_passages(&corpora, args.gutenberg)?
+            .into_iter()
+            .map(|passage| format!("Summarize the following passage:\n\n{passage}")),
+    );
     Ok(out)
 }
 
-/// The bodies of WikiText's top-level articles (` = Title = ` headings), WikiText's
+/// `count` passages of 600–1,800 bytes (whole paragraphs) spread evenly over the Gutenberg
+/// corpus, none from *Pride and Prejudice* (pg1342, held out for the tiny demo's prompts).
+fn gutenberg_passages(corpora: &Path, count: usize) -> anyhow::Result<Vec<String>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let dir = corpora.join("en-gutenberg");
+    let text = std::fs::read_to_string(dir.join("gutenberg_en.txt"))
+        .with_context(|| format!("reading {}", dir.join("gutenberg_en.txt").display()))?;
+    let index = std::fs::read_to_string(dir.join("gutenberg_en.index.tsv"))
+        .with_context(|| format!("reading {}", dir.join("gutenberg_en.index.tsv").display()))?;
+    // The held-out book's byte range.
+    let held_out = index.lines().find(|l| l.starts_with("pg1342\t")).and_then(|l| {
+        let fields: Vec<&str> = l.split('\t').collect();
+        Some((fields.get(3)?.parse::<usize>().ok()?, fields.get(4)?.parse::<usize>().ok()?))
+    });
+    let mut offset = 0;
+    let mut paragraphs = Vec::new();
+    for paragraph in text.split("\n\n") {
+        let start = offset;
+        offset += paragraph.len() + 2;
+        if held_out.is_some_and(|(from, len)| start >= from && start < from + len) {
+            continue;
+        }
+        let joined = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+        if (600..=1800).contains(&joined.len()) {
+            paragraphs.push(joined);
+        }
+    }
+    let step = (paragraphs.len() / count).max(1);
+    Ok(paragraphs.into_iter().step_by(step).take(count).collect())
+}
+
+/// The titles and bodies of WikiText's top-level articles (` = Title = ` headings), WikiText's
 /// tokenization of hyphens and number separators undone, as make_demo_prompts.py does.
-fn wikitext_articles(text: &str) -> Vec<String> {
+fn wikitext_articles(text: &str) -> Vec<(String, String)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut articles = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -148,10 +223,12 @@ fn wikitext_articles(text: &str) -> Vec<String> {
                 }
             }
             let mut joined = body.join(" ");
+            let mut title = line.trim().trim_matches('=').trim().to_string();
             for (marked, plain) in [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")] {
                 joined = joined.replace(marked, plain);
+                title = title.replace(marked, plain);
             }
-            articles.push(joined);
+            articles.push((title, joined));
         }
     }
     articles
@@ -174,6 +251,7 @@ fn opening(body: &str) -> String {
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let model_path = crate::fetch_models::smollm2_or(args.model.as_deref())?;
     let prompts = prompts(args)?;
+    eprintln!("{} prompts, at most {} new tokens each", prompts.len(), args.max_tokens);
     let checkpoint = Checkpoint::open(&model_path).with_context(|| format!("--model {}", model_path.display()))?;
     let tokenizer = checkpoint.tokenizer()?;
     let eos = checkpoint.config().eos_token_ids.clone();
