@@ -5,7 +5,8 @@
 //! `anyspec demo --save-tokens FILE` writes say exactly how many tokens of any deterministic
 //! draft verification would accept at any position: the longest common prefix of the draft and
 //! what the target wrote next. This command replays prompt lookup, the dictionary and the
-//! hybrid (the library's own drafters, on the same dictionary file) at every position and walks
+//! hybrid (the library's own drafters, on the same dictionary file; with `--ngram-corpus`
+//! also the token n-gram model and its hybrid with prompt lookup) at every position and walks
 //! each prompt's output step by step under several rules for how much of a draft to verify:
 //!
 //! - **fixed γ**: verify the first γ drafted tokens;
@@ -18,8 +19,8 @@
 //!   with the modelled costs as its timings: what the tuner's rule gets without timing noise;
 //! - **oracle**: verify exactly the tokens that will be accepted: a ceiling for any rule at all
 //!   with these drafts;
-//! - **oracle, the better candidate** (hybrid only): at every position the better of prompt
-//!   lookup's and the dictionary's drafts, verified exactly as far as it is accepted: the most
+//! - **oracle, the better candidate** (hybrids only): at every position the better of prompt
+//!   lookup's and the static source's drafts, verified exactly as far as it is accepted: the most
 //!   that choosing between the two (or verifying both as a tree) could add.
 //!
 //! A step's cost is the demo's measured cost of scoring that many positions in one pass
@@ -38,7 +39,10 @@ use anyhow::{Context as _, bail};
 use anyspec_core::GammaTuner;
 use anyspec_core::adaptive::StepObservation;
 use anyspec_dict_builder::Dictionary;
-use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
+use anyspec_drafters::{
+    DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig, StaticSource, TokenNgramConfig,
+    TokenNgramDrafter, TokenNgramModel,
+};
 use serde::{Deserialize, Serialize};
 
 /// The `format` of a token file this command reads (`anyspec demo --save-tokens`).
@@ -59,6 +63,23 @@ pub(crate) struct Args {
     /// Where the Markdown report goes (the JSON lands beside it).
     #[arg(long, default_value = "reports/drafting-ceiling.md")]
     out: PathBuf,
+    /// Also replay the token n-gram model counted from this text (gzip accepted; the demo's is
+    /// assets/demo/target-outputs.txt.gz), alone and in a hybrid with prompt lookup.
+    #[arg(long)]
+    ngram_corpus: Option<PathBuf>,
+    /// The model whose tokenizer counts --ngram-corpus (default: SmolLM2-135M-Instruct Q4_1 from
+    /// the model cache, the demo's target).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The n-gram model's longest context suffix, in tokens.
+    #[arg(long, default_value_t = TokenNgramConfig::default().max_order)]
+    ngram_order: usize,
+    /// The n-gram model's least count for a suffix to propose.
+    #[arg(long, default_value_t = TokenNgramConfig::default().min_count)]
+    ngram_min_count: u32,
+    /// The n-gram model's least probability for a drafted token.
+    #[arg(long, default_value_t = TokenNgramConfig::default().min_prob)]
+    ngram_min_prob: f32,
 }
 
 #[derive(Deserialize)]
@@ -93,7 +114,7 @@ struct Position {
     len: usize,
     /// Tokens of the whole draft verification would accept.
     accepted: usize,
-    /// Hybrid only: tokens accepted of the better of prompt lookup's and the dictionary's
+    /// Hybrids only: tokens accepted of the better of prompt lookup's and the static source's
     /// drafts.
     better: Option<usize>,
 }
@@ -176,16 +197,37 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .map(|(p, out)| (p.ids.len(), p.ids.iter().chain(out).copied().collect()))
         .collect();
 
+    let ngram = match &args.ngram_corpus {
+        None => None,
+        Some(path) => {
+            eprintln!("counting the token n-gram model of {}…", path.display());
+            let text = read_text(path)?;
+            let model = crate::fetch_models::smollm2_or(args.model.as_deref())?;
+            let tokenizer = anyspec_models::Checkpoint::open(&model)
+                .with_context(|| format!("opening {} for its tokenizer", model.display()))?
+                .tokenizer()?;
+            let config = TokenNgramConfig {
+                max_order: args.ngram_order,
+                min_count: args.ngram_min_count,
+                min_prob: args.ngram_min_prob,
+            };
+            Some(Arc::new(TokenNgramModel::from_text(&text, &tokenizer, config)?))
+        }
+    };
+    let mut drafters = vec![("prompt", "prompt lookup"), ("dict", "dictionary"), ("hybrid", "hybrid")];
+    if ngram.is_some() {
+        drafters.extend([("ngram", "token n-gram model"), ("hybrid-ngram", "hybrid: prompt lookup + n-gram model")]);
+    }
     let mut results = Vec::new();
-    for (key, name) in [("prompt", "prompt lookup"), ("dict", "dictionary"), ("hybrid", "hybrid")] {
+    for (key, name) in drafters {
         eprintln!("replaying {name}…");
-        let positions = replay(key, &sequences, &dictionary)?;
+        let positions = replay(key, &sequences, &dictionary, ngram.as_ref())?;
         // The run's measured figures belong to its own dictionary: shown only when replaying it.
         let same_dictionary = saved.dictionary.as_ref() == Some(&dictionary_path) || key == "prompt";
         let measured = saved.methods.iter().find(|m| m.key == key).filter(|_| same_dictionary);
         results.push(ceiling(key, name, &positions, &cost, measured));
     }
-    let md = render(&saved, &args.tokens, &dictionary_path, &cost, &results);
+    let md = render(&saved, &args.tokens, &dictionary_path, args.ngram_corpus.as_deref(), &cost, &results);
     write(&args.out, &md, &results)?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
@@ -221,30 +263,34 @@ fn replay(
     key: &str,
     sequences: &[(usize, Vec<u32>)],
     dictionary: &Arc<Dictionary>,
+    ngram: Option<&Arc<TokenNgramModel>>,
 ) -> anyhow::Result<Vec<Vec<Position>>> {
     let mut all = Vec::new();
     for (prompt_len, seq) in sequences {
         let mut prompt = PromptLookup::new(PromptLookupConfig::default())?;
-        let mut hybrid = Hybrid::new(
-            DictionaryDrafter::new(dictionary.clone()),
-            PromptLookup::new(PromptLookupConfig::default())?,
-            HybridOrder::PromptFirst,
-        );
+        let new_hybrid = || PromptLookup::new(PromptLookupConfig::default()).map(|p| (p, HybridOrder::PromptFirst));
+        let (p, order) = new_hybrid()?;
+        let mut hybrid = Hybrid::new(DictionaryDrafter::new(dictionary.clone()), p, order);
         let mut dict = DictionaryDrafter::new(dictionary.clone());
+        let mut ngram_drafter = ngram.map(|m| TokenNgramDrafter::new(m.clone()));
+        let (p, order) = new_hybrid()?;
+        let mut hybrid_ngram = ngram.map(|m| Hybrid::new(TokenNgramDrafter::new(m.clone()), p, order));
         let mut positions = Vec::new();
         for i in *prompt_len..seq.len() {
             let context = &seq[..i];
             let truth = &seq[i..];
-            let draft = match key {
-                "prompt" => prompt.draft(context, MAX_DRAFT),
-                "dict" => dict.draft(context, MAX_DRAFT),
+            let draft = match (key, &mut ngram_drafter, &mut hybrid_ngram) {
+                ("prompt", ..) => prompt.draft(context, MAX_DRAFT),
+                ("dict", ..) => dict.draft(context, MAX_DRAFT),
+                ("ngram", Some(n), _) => n.draft(context, MAX_DRAFT),
+                ("hybrid-ngram", _, Some(h)) => h.draft(context, MAX_DRAFT),
                 _ => hybrid.draft(context, MAX_DRAFT),
             };
-            let better = (key == "hybrid").then(|| {
-                let from_prompt = prompt.draft(context, MAX_DRAFT);
-                let from_dictionary = dict.draft(context, MAX_DRAFT);
-                common_prefix(&from_prompt.tokens, truth).max(common_prefix(&from_dictionary.tokens, truth))
-            });
+            let better = match (key, &mut ngram_drafter) {
+                ("hybrid", _) => Some(better_of(&mut prompt, &mut dict, context, truth)),
+                ("hybrid-ngram", Some(n)) => Some(better_of(&mut prompt, n, context, truth)),
+                _ => None,
+            };
             positions.push(Position {
                 class: draft.cut_class(),
                 len: draft.tokens.len(),
@@ -255,6 +301,26 @@ fn replay(
         all.push(positions);
     }
     Ok(all)
+}
+
+/// A text file, gunzipped when its name ends in `.gz`.
+fn read_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+            .with_context(|| format!("{}: not gzipped UTF-8 text", path.display()))?;
+        Ok(text)
+    } else {
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))
+    }
+}
+
+/// Tokens accepted of the better of prompt lookup's and `source`'s drafts at one position.
+fn better_of(prompt: &mut PromptLookup, source: &mut dyn StaticSource, context: &[u32], truth: &[u32]) -> usize {
+    let from_prompt = prompt.draft(context, MAX_DRAFT);
+    let from_source = source.draft(context, MAX_DRAFT);
+    common_prefix(&from_prompt.tokens, truth).max(common_prefix(&from_source.tokens, truth))
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
@@ -388,7 +454,7 @@ fn ceiling(
     push("oracle: verify exactly what is accepted".into(), walk(positions, cost, &|p| (p.accepted, p.accepted)));
     if positions.iter().flatten().any(|p| p.better.is_some()) {
         push(
-            "oracle, the better of prompt lookup's and the dictionary's drafts".into(),
+            "oracle, the better of prompt lookup's and the static source's drafts".into(),
             walk(positions, cost, &|p| {
                 let acc = p.better.unwrap_or(p.accepted);
                 (acc, acc)
@@ -406,13 +472,20 @@ fn ceiling(
     }
 }
 
-fn render(saved: &Saved, tokens: &Path, dictionary: &Path, cost: &Cost, results: &[DrafterCeiling]) -> String {
+fn render(
+    saved: &Saved,
+    tokens: &Path,
+    dictionary: &Path,
+    ngram_corpus: Option<&Path>,
+    cost: &Cost,
+    results: &[DrafterCeiling],
+) -> String {
     let mut md = String::new();
     let positions: usize = saved.methods.first().map_or(0, |m| m.outputs.iter().map(Vec::len).sum());
     let _ = writeln!(md, "# How fast can the n-gram drafters get? A replay of `anyspec demo`'s greedy run\n");
     let _ = writeln!(
         md,
-        "Generated by `cargo xtask drafting-ceiling --tokens {}` from a run of `anyspec demo --save-tokens` on {} \
+        "Generated by `cargo xtask drafting-ceiling --tokens {}{}` from a run of `anyspec demo --save-tokens` on {} \
          ({} prompts, {positions} generated tokens; dictionary {}). At temperature 0 the target's output says \
          exactly what any deterministic draft would have had accepted, so each drafter is replayed at every \
          position and each output walked step by step under several rules for how much of a draft to verify. A \
@@ -421,6 +494,7 @@ fn render(saved: &Saved, tokens: &Path, dictionary: &Path, cost: &Cost, results:
          tokens ÷ cost (autoregressive decoding: 1); *measured* is the demo's own speedup in that run (its γ \
          tuner, real timings).\n",
         tokens.display(),
+        ngram_corpus.map_or(String::new(), |p| format!(" --ngram-corpus {}", p.display())),
         saved.target,
         saved.prompts.len(),
         dictionary.display(),

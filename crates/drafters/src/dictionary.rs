@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use anyspec_core::{Draft, Drafter, SamplingConfig};
+use anyspec_core::Draft;
 use anyspec_dict_builder::Dictionary;
-use rand::RngCore;
 
 /// The first confidence class of dictionary drafts, above prompt lookup's 1..=16.
 const CLASS_BASE: u16 = 256;
@@ -44,17 +43,5 @@ impl DictionaryDrafter {
             }
             None => Draft::empty(),
         }
-    }
-}
-
-impl Drafter for DictionaryDrafter {
-    fn propose(
-        &mut self,
-        context: &[u32],
-        max_tokens: usize,
-        _sampling: &SamplingConfig,
-        _rng: &mut dyn RngCore,
-    ) -> anyspec_core::Result<Draft> {
-        Ok(self.draft(context, max_tokens))
     }
 }

@@ -1,10 +1,32 @@
-//! DictSpec's hybrid: the static dictionary and prompt lookup, one as the other's fallback.
+//! DictSpec's hybrid: the static dictionary and prompt lookup, one as the other's fallback —
+//! or, as our variant, a [`crate::TokenNgramDrafter`] of the target's earlier answers in the
+//! dictionary's place.
 
 use anyspec_core::{Draft, Drafter, SamplingConfig};
 use rand::RngCore;
 
 use crate::dictionary::DictionaryDrafter;
 use crate::prompt_lookup::PromptLookup;
+use crate::token_ngram::TokenNgramDrafter;
+
+/// A deterministic drafter that needs nothing but the context: the static half of a
+/// [`Hybrid`].
+pub trait StaticSource {
+    /// The draft for `context`, at most `max_tokens` long (empty when it has none).
+    fn draft(&mut self, context: &[u32], max_tokens: usize) -> Draft;
+}
+
+impl StaticSource for DictionaryDrafter {
+    fn draft(&mut self, context: &[u32], max_tokens: usize) -> Draft {
+        DictionaryDrafter::draft(self, context, max_tokens)
+    }
+}
+
+impl StaticSource for TokenNgramDrafter {
+    fn draft(&mut self, context: &[u32], max_tokens: usize) -> Draft {
+        TokenNgramDrafter::draft(self, context, max_tokens)
+    }
+}
 
 /// Which source is asked first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -16,19 +38,21 @@ pub enum HybridOrder {
     PromptFirst,
 }
 
-/// Asks one drafter and falls back to the other when the first proposes nothing.
+/// Asks one drafter and falls back to the other when the first proposes nothing. The static
+/// source is DictSpec's dictionary unless another [`StaticSource`] is given.
 #[derive(Clone, Debug)]
-pub struct Hybrid {
-    dictionary: DictionaryDrafter,
+pub struct Hybrid<S = DictionaryDrafter> {
+    dictionary: S,
     prompt: PromptLookup,
     order: HybridOrder,
     from_dictionary: u64,
     from_prompt: u64,
 }
 
-impl Hybrid {
-    /// Combines the two drafters in `order`.
-    pub fn new(dictionary: DictionaryDrafter, prompt: PromptLookup, order: HybridOrder) -> Self {
+impl<S: StaticSource> Hybrid<S> {
+    /// Combines the two drafters in `order` (the static one is called "the dictionary" below,
+    /// whichever it is).
+    pub fn new(dictionary: S, prompt: PromptLookup, order: HybridOrder) -> Self {
         Hybrid { dictionary, prompt, order, from_dictionary: 0, from_prompt: 0 }
     }
 
@@ -64,7 +88,7 @@ impl Hybrid {
     }
 }
 
-impl Drafter for Hybrid {
+impl<S: StaticSource> Drafter for Hybrid<S> {
     fn propose(
         &mut self,
         context: &[u32],

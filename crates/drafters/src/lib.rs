@@ -7,7 +7,10 @@
 //!   context that is a key proposes its stored continuation.
 //! - [`PromptLookup`]: match the last n tokens against earlier context (prompt and generated
 //!   text) and propose what followed.
-//! - [`Hybrid`]: one of the two first, the other as fallback (DictSpec's hybrid).
+//! - [`TokenNgramDrafter`]: a token-level n-gram model of the target's own earlier answers,
+//!   drafting by chaining its most frequent continuations (llama.cpp's static lookup cache).
+//! - [`Hybrid`]: one of prompt lookup and a static source first, the other as fallback
+//!   (DictSpec's hybrid with the dictionary; ours with the n-gram model).
 //! - [`ModelDrafter`]: a smaller model sharing the target's tokenizer, sampling its own
 //!   distribution (or greedy at temperature 0).
 //! - [`hetero`]: model drafters with *another* tokenizer, all made by one factory,
@@ -16,7 +19,7 @@
 //!   sampling against ψ, the exact probability of each proposal) and the automatic choice
 //!   among them ([`hetero::AlgoRequest::Auto`]).
 //!
-//! The first three are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an
+//! The first four are deterministic: they return [`anyspec_core::Draft::deterministic`] (or an
 //! empty draft when nothing matches), so verification by exact match keeps any temperature
 //! lossless. Model drafters report the distribution each token was drawn from, over the target's
 //! vocabulary, and are verified by speculative sampling.
@@ -67,12 +70,33 @@
 
 #![deny(missing_docs)]
 
+/// `anyspec_core::Drafter` for drafters whose inherent `draft(context, max_tokens)` needs nothing
+/// else (no sampling settings, no randomness): deterministic drafts, verified by exact match.
+macro_rules! context_only_drafter {
+    ($($drafter:ty),* $(,)?) => {$(
+        impl anyspec_core::Drafter for $drafter {
+            fn propose(
+                &mut self,
+                context: &[u32],
+                max_tokens: usize,
+                _sampling: &anyspec_core::SamplingConfig,
+                _rng: &mut dyn rand::RngCore,
+            ) -> anyspec_core::Result<anyspec_core::Draft> {
+                Ok(self.draft(context, max_tokens))
+            }
+        }
+    )*};
+}
+
+context_only_drafter!(DictionaryDrafter, PromptLookup, TokenNgramDrafter);
+
 mod dictionary;
 mod error;
 pub mod hetero;
 mod hybrid;
 mod model;
 mod prompt_lookup;
+mod token_ngram;
 
 /// SLRS, string-level rejection sampling: [`hetero::slrs`] under its short path.
 pub use hetero::slrs;
@@ -81,6 +105,7 @@ pub use dictionary::DictionaryDrafter;
 pub use error::{Error, Result};
 pub use hetero::auto::{Algo, AutoChoice};
 pub use hetero::{AlgoRequest, Bridge, HeteroConfig, HeteroModelDrafter, RdkForm, SlemDrafter};
-pub use hybrid::{Hybrid, HybridOrder};
+pub use hybrid::{Hybrid, HybridOrder, StaticSource};
 pub use model::ModelDrafter;
 pub use prompt_lookup::{MAX_NGRAM_LIMIT, PromptLookup, PromptLookupConfig};
+pub use token_ngram::{MAX_ORDER_LIMIT, Prediction, TokenNgramConfig, TokenNgramDrafter, TokenNgramModel};

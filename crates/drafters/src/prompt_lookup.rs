@@ -8,8 +8,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
-use anyspec_core::{Draft, Drafter, SamplingConfig};
-use rand::RngCore;
+use anyspec_core::Draft;
 use rustc_hash::FxBuildHasher;
 
 use crate::error::{Error, Result};
@@ -162,18 +161,6 @@ impl PromptLookup {
     /// per class, and a copy after a long agreement is right far more often than after one token.
     pub fn confidence_class(matched: usize) -> u16 {
         matched.clamp(1, MAX_NGRAM_LIMIT) as u16
-    }
-}
-
-impl Drafter for PromptLookup {
-    fn propose(
-        &mut self,
-        context: &[u32],
-        max_tokens: usize,
-        _sampling: &SamplingConfig,
-        _rng: &mut dyn RngCore,
-    ) -> anyspec_core::Result<Draft> {
-        Ok(self.draft(context, max_tokens))
     }
 }
 

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use anyspec_core::{Draft, Drafter, SamplingConfig};
 use anyspec_dict_builder::{BuildParams, Dictionary, TableEntry, encode_dictionary};
-use anyspec_drafters::{DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig};
+use anyspec_drafters::{
+    DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig, TokenNgramConfig, TokenNgramDrafter,
+    TokenNgramModel,
+};
 use anyspec_vocab_map::Fingerprint;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -82,6 +85,23 @@ fn hybrid_falls_back_in_either_order() {
     assert_eq!(propose(&mut prompt_first, &[8, 2], 4).tokens, vec![7, 7]);
     assert!(propose(&mut prompt_first, &[8, 1], 4).is_empty());
     assert_eq!(prompt_first.sources(), (1, 1));
+}
+
+#[test]
+fn a_hybrid_with_the_token_ngram_model_falls_back_to_it() {
+    // The corpus says 2 is followed by 7, 7.
+    let corpus: &[u32] = &[2, 7, 7, 1];
+    let model = Arc::new(TokenNgramModel::build([corpus], TokenNgramConfig::default()).unwrap());
+    let prompt = PromptLookup::new(PromptLookupConfig::default()).unwrap();
+    let mut hybrid = Hybrid::new(TokenNgramDrafter::new(model), prompt, HybridOrder::PromptFirst);
+    // 2 recurs in the context: prompt lookup answers.
+    assert_eq!(propose(&mut hybrid, &[2, 3, 9, 2], 4).tokens, vec![3, 9, 2]);
+    // Nothing recurs: the n-gram model answers, chaining 2 → 7 → 7 → 1.
+    let draft = propose(&mut hybrid, &[8, 2], 4);
+    assert_eq!(draft.tokens, vec![7, 7, 1]);
+    assert!(draft.confidence_class.is_some_and(|c| c >= 512), "{draft:?}");
+    assert!(propose(&mut hybrid, &[8, 5], 4).is_empty());
+    assert_eq!(hybrid.sources(), (1, 1));
 }
 
 #[test]
@@ -223,7 +243,23 @@ fn on_smollm2_at_temperature_0_8_acceptance_is_what_the_logits_promise() {
     // enough from p that a wrong rule shows (the same model as drafter would accept everything).
     let mut first_layers = ModelDrafter::new(target_model.first_layers(6).unwrap(), 49_152);
     let mut lookup = PromptLookup::new(PromptLookupConfig::default()).unwrap();
-    for (name, drafter) in [("prompt lookup", &mut lookup as &mut dyn Drafter), ("first 6 layers", &mut first_layers)] {
+    // A token n-gram model of a few sentences in the prompts' vein: deterministic drafts from
+    // outside the context.
+    let text = tokenizer
+        .encode_continuation(
+            "Here is the list repeated three times:\n\n1. Apples, pears, plums, cherries, figs, dates.\n2. Apples, \
+             pears, plums, cherries, figs, dates.\n3. Apples, pears, plums, cherries, figs, dates.\n\nThe cat sat on \
+             the mat. The cat was black, and the mat was red: a black cat sat on a red mat. In summary, the black \
+             cat sat on the red mat.",
+        )
+        .unwrap();
+    let mut ngram =
+        TokenNgramDrafter::new(Arc::new(TokenNgramModel::build([&text[..]], TokenNgramConfig::default()).unwrap()));
+    for (name, drafter) in [
+        ("prompt lookup", &mut lookup as &mut dyn Drafter),
+        ("token n-gram model", &mut ngram),
+        ("first 6 layers", &mut first_layers),
+    ] {
         let proved = audit(drafter, |p, d, r, rng| anyspec_core::verify::verify_draft(p, d, r, rng));
         assert!(proved.tests >= 40, "{name}: only {} acceptance tests", proved.tests);
         assert!(

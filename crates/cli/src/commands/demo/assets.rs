@@ -11,9 +11,9 @@ use anyhow::{Context, bail};
 use anyspec_affinity::{Affinity, AffinityParams, CooccurrenceCounts, build_affinity};
 use anyspec_core::{Progress, ProgressUnit};
 use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, build_dictionary, write_dictionary};
-use anyspec_drafters::Algo;
 use anyspec_drafters::hetero::{self, AlgoRequest, DEFAULT_SAMPLE_TEXT};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
+use anyspec_drafters::{Algo, TokenNgramConfig, TokenNgramModel};
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
@@ -54,6 +54,8 @@ pub(super) struct Assets {
     /// What `--algo auto` picks for `token_drafter` at greedy decoding.
     pub(super) auto_algo: Algo,
     pub(super) dictionary: Arc<Dictionary>,
+    /// The token n-gram model, counted from the dictionary's text.
+    pub(super) ngram: Arc<TokenNgramModel>,
     /// The RDK affinity matrix over the target's vocabulary.
     pub(super) affinity: Arc<Affinity>,
     /// Most drafter positions SLRS may score per drafted token (its lookahead is lowered to fit).
@@ -182,6 +184,7 @@ pub(super) fn load(
     };
     let dictionary_text = target_outputs.as_ref().unwrap_or(&corpus);
     let dictionary = Arc::new(dictionary(dictionary_text, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let ngram = Arc::new(ngram_model(dictionary_text, &target_tokenizer)?);
     let affinity = Arc::new(affinity(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
     let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
         let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;
@@ -224,6 +227,7 @@ pub(super) fn load(
         byte_drafter,
         auto_algo,
         dictionary,
+        ngram,
         affinity,
         slrs_budget: DEFAULT_SLRS_BUDGET,
         artifacts,
@@ -390,6 +394,26 @@ fn dictionary(
     let dictionary = Dictionary::open(&path, &vocabulary.fingerprint())?;
     artifacts.push(dictionary_artifact(&path, &dictionary, true, &build_time(true, started)));
     Ok(dictionary)
+}
+
+/// The token n-gram model of the dictionary's text, counted on every run (well under a second
+/// for SmolLM2's 172k tokens, two for the tiny target's 0.9M), so not a cache artifact:
+/// `TokenNgramConfig::default()`, chosen by replaying the demo's greedy outputs (`cargo xtask
+/// drafting-ceiling --ngram-corpus`).
+fn ngram_model(corpus: &Corpus, tokenizer: &TextTokenizer) -> anyhow::Result<TokenNgramModel> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&corpus.bytes[..]), &mut text)
+        .with_context(|| format!("{}: not gzipped UTF-8 text", corpus.path.display()))?;
+    let model = TokenNgramModel::from_text(&text, tokenizer, TokenNgramConfig::default())
+        .with_context(|| format!("counting the token n-grams of {}", corpus.path.display()))?;
+    tracing::info!(
+        "token n-gram model: {} n-grams of orders 1..{} from {} tokens of {}",
+        model.len(),
+        model.config().max_order,
+        model.tokens(),
+        corpus.path.display()
+    );
+    Ok(model)
 }
 
 /// The demo's dictionary parameters: the paper's deployed configuration (dictspec.txt §4.5.3:

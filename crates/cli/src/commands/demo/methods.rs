@@ -7,6 +7,7 @@ use anyspec_drafters::hetero::{self, AlgoRequest};
 use anyspec_drafters::slrs::SlrsConfig;
 use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
+    TokenNgramDrafter,
 };
 use anyspec_models::LlamaTarget;
 use std::time::Duration;
@@ -25,6 +26,10 @@ pub(super) enum Kind {
     PromptLookup,
     Dictionary,
     Hybrid,
+    /// The token n-gram model of the target's earlier answers.
+    Ngram,
+    /// Prompt lookup first, the token n-gram model when it has nothing.
+    HybridNgram,
     /// The target's first L layers and its head.
     FirstLayers,
     /// A smaller model with the target's tokenizer.
@@ -62,6 +67,17 @@ pub(super) const METHODS: &[Method] = &[
                 prompts (assets/demo/target-outputs.txt.gz; the tiny target: the Gutenberg corpus.txt.gz)",
     },
     Method { key: "hybrid", kind: Kind::Hybrid, about: "prompt lookup first, the dictionary when it has nothing" },
+    Method {
+        key: "ngram",
+        kind: Kind::Ngram,
+        about: "token n-gram model (orders 1..4) of the dictionary's text, drafting by chaining each longest \
+                suffix's most frequent next token (ours; llama.cpp's static lookup cache is the same idea)",
+    },
+    Method {
+        key: "hybrid-ngram",
+        kind: Kind::HybridNgram,
+        about: "prompt lookup first, the token n-gram model when it has nothing (ours)",
+    },
     Method {
         key: "self",
         kind: Kind::FirstLayers,
@@ -122,6 +138,11 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
             let dictionary = DictionaryDrafter::new(a.dictionary.clone());
             Some(Box::new(Hybrid::new(dictionary, prompt, HybridOrder::PromptFirst)))
         }
+        Kind::Ngram => Some(Box::new(TokenNgramDrafter::new(a.ngram.clone()))),
+        Kind::HybridNgram => {
+            let prompt = PromptLookup::new(PromptLookupConfig::default())?;
+            Some(Box::new(Hybrid::new(TokenNgramDrafter::new(a.ngram.clone()), prompt, HybridOrder::PromptFirst)))
+        }
         Kind::FirstLayers => {
             let (_, model) = setup.first_layers.as_ref().context("the self-speculative drafter was not set up")?;
             Some(Box::new(ModelDrafter::new(model.clone(), a.target_rows)))
@@ -164,6 +185,8 @@ pub(super) fn method_name(method: &Method, setup: &Setup) -> String {
         Kind::PromptLookup => "prompt lookup".into(),
         Kind::Dictionary => "dictionary".into(),
         Kind::Hybrid => "hybrid (prompt lookup + dictionary)".into(),
+        Kind::Ngram => "token n-gram model".into(),
+        Kind::HybridNgram => "hybrid (prompt lookup + n-gram model)".into(),
         Kind::FirstLayers => match &setup.first_layers {
             Some((l, _)) => format!("self-speculative, first {l} layers"),
             None => "self-speculative".into(),
