@@ -85,9 +85,9 @@ pub(crate) struct Args {
     /// Kernel threads of the CPU engine (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Only these methods, comma-separated: prompt, dict, hybrid, ngram, hybrid-ngram, self, same, union, tli, rdk,
-    /// slem, slrs, auto (autoregressive decoding always runs: it is the reference). Default: all
-    /// that the chosen model has.
+    /// Only these methods, comma-separated: prompt, dict, hybrid, ngram, hybrid-ngram, self,
+    /// same, union, tli, rdk, slem, slrs, auto (autoregressive decoding always runs: it is the
+    /// reference). Default: all that the chosen model has.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,
     /// Sampling temperature (0 = greedy, where every method must reproduce the autoregressive
