@@ -201,7 +201,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         None => None,
         Some(path) => {
             eprintln!("counting the token n-gram model of {}…", path.display());
-            let text = read_text(path)?;
             let model = crate::fetch_models::smollm2_or(args.model.as_deref())?;
             let tokenizer = anyspec_models::Checkpoint::open(&model)
                 .with_context(|| format!("opening {} for its tokenizer", model.display()))?
@@ -211,7 +210,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 min_count: args.ngram_min_count,
                 min_prob: args.ngram_min_prob,
             };
-            Some(Arc::new(TokenNgramModel::from_text(&text, &tokenizer, config)?))
+            let model = TokenNgramModel::from_corpus(std::slice::from_ref(path), &tokenizer, config)
+                .with_context(|| format!("--ngram-corpus {}", path.display()))?;
+            Some(Arc::new(model))
         }
     };
     let mut drafters = vec![("prompt", "prompt lookup"), ("dict", "dictionary"), ("hybrid", "hybrid")];
@@ -301,19 +302,6 @@ fn replay(
         all.push(positions);
     }
     Ok(all)
-}
-
-/// A text file, gunzipped when its name ends in `.gz`.
-fn read_text(path: &Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
-            .with_context(|| format!("{}: not gzipped UTF-8 text", path.display()))?;
-        Ok(text)
-    } else {
-        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))
-    }
 }
 
 /// Tokens accepted of the better of prompt lookup's and `source`'s drafts at one position.

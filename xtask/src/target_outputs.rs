@@ -140,12 +140,12 @@ fn prompts(args: &Args) -> anyhow::Result<Vec<String>> {
     let wiki_path = corpora.join("en-wikitext2/wikitext2_raw_test_part.txt");
     let wiki = std::fs::read_to_string(&wiki_path).with_context(|| format!("reading {}", wiki_path.display()))?;
     let articles = wikitext_articles(&wiki);
+    let others: Vec<&(String, String)> =
+        articles.iter().enumerate().filter(|(i, _)| *i != 1 && *i != 3).map(|(_, article)| article).collect();
     out.extend(
-        articles
+        others
             .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != 1 && *i != 3)
-            .map(|(_, (_, body))| body)
+            .map(|(_, body)| body)
             .filter(|body| body.len() > 400)
             .take(args.per_kind)
             .map(|body| format!("Summarize the following article:\n\n{}", opening(body))),
@@ -153,11 +153,9 @@ fn prompts(args: &Args) -> anyhow::Result<Vec<String>> {
     // The same articles' titles as essay topics: open-ended prose, as the MT-Bench writing
     // and humanities questions ask for.
     out.extend(
-        articles
+        others
             .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != 1 && *i != 3)
-            .map(|(_, (title, _))| title)
+            .map(|(title, _)| title)
             .filter(|title| !title.is_empty())
             .take(args.per_kind)
             .map(|title| format!("Write a short essay about {title}.")),

@@ -327,8 +327,8 @@ pub fn attend_span(
 /// lanes, four queries per load of a value; the same bits as AVX2, see
 /// `sys/avx512_attention.rs`), and, given `tiles` (the same keys as `keys`, transposed), the
 /// scores are computed from the tiles (the AVX2 scores' chains of multiply-adds, summed in
-/// the same order: the same bits). Otherwise scores, softmax and sums use AVX2/FMA where the CPU has them and the width is a
-/// multiple of 8, else the portable loop. A model passes its matrices' kernel, so that
+/// the same order: the same bits). Otherwise scores, softmax and sums use AVX2/FMA where the
+/// CPU has them and the width is a multiple of 8, else the portable loop. A model passes its matrices' kernel, so that
 /// `--kernel avx2q8` measures the AVX2 code throughout.
 ///
 /// # Panics

@@ -48,7 +48,8 @@ pub struct PromptLookup {
     indexed_until: usize,
 }
 
-fn hash_ngram(tokens: &[u32]) -> u64 {
+/// The 64-bit key of an n-gram of tokens, shared with [`crate::TokenNgramModel`].
+pub(crate) fn hash_ngram(tokens: &[u32]) -> u64 {
     let mut hasher = FxBuildHasher.build_hasher();
     for &t in tokens {
         hasher.write_u32(t);

@@ -20,13 +20,13 @@
 //! draft — never make the output differ.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use anyspec_core::Draft;
 use rustc_hash::FxBuildHasher;
 
 use crate::error::{Error, Result};
+use crate::prompt_lookup::hash_ngram;
 
 /// The longest n-gram order a model may count.
 pub const MAX_ORDER_LIMIT: usize = 8;
@@ -99,16 +99,6 @@ pub struct TokenNgramModel {
     tokens: usize,
 }
 
-fn hash_ngram(tokens: &[u32]) -> u64 {
-    let mut hasher = FxBuildHasher.build_hasher();
-    for &t in tokens {
-        hasher.write_u32(t);
-    }
-    // FxHash's last multiply leaves the low bits weak; fold the high half in for the map.
-    let h = hasher.finish();
-    h ^ (h >> 29)
-}
-
 impl TokenNgramModel {
     /// Counts every n-gram of orders 1..=`config.max_order` in `sequences` (each one a run of
     /// tokens; no n-gram spans two).
@@ -149,6 +139,26 @@ impl TokenNgramModel {
             })
             .collect();
         Ok(TokenNgramModel { config, orders, tokens })
+    }
+
+    /// Counts the text of corpus files (plain text or JSONL, gzip accepted: read as
+    /// `anyspec dict build` reads its `--corpus`) with [`TokenNgramModel::from_text`].
+    pub fn from_corpus(
+        paths: &[std::path::PathBuf],
+        tokenizer: &anyspec_models::TextTokenizer,
+        config: TokenNgramConfig,
+    ) -> Result<Self> {
+        let mut text = String::new();
+        anyspec_dict_builder::for_each_chunk(
+            paths,
+            &anyspec_dict_builder::CorpusOptions::default(),
+            &anyspec_core::NoProgress,
+            |chunk| {
+                text.push_str(&chunk);
+                Ok(())
+            },
+        )?;
+        Self::from_text(&text, tokenizer, config)
     }
 
     /// Counts `text` tokenized by `tokenizer`, paragraph by paragraph (blank-line separated;

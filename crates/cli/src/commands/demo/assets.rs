@@ -401,11 +401,9 @@ fn dictionary(
 /// `TokenNgramConfig::default()`, chosen by replaying the demo's greedy outputs (`cargo xtask
 /// drafting-ceiling --ngram-corpus`).
 fn ngram_model(corpus: &Corpus, tokenizer: &TextTokenizer) -> anyhow::Result<TokenNgramModel> {
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&corpus.bytes[..]), &mut text)
-        .with_context(|| format!("{}: not gzipped UTF-8 text", corpus.path.display()))?;
-    let model = TokenNgramModel::from_text(&text, tokenizer, TokenNgramConfig::default())
-        .with_context(|| format!("counting the token n-grams of {}", corpus.path.display()))?;
+    let model =
+        TokenNgramModel::from_corpus(std::slice::from_ref(&corpus.path), tokenizer, TokenNgramConfig::default())
+            .with_context(|| format!("counting the token n-grams of {}", corpus.path.display()))?;
     tracing::info!(
         "token n-gram model: {} n-grams of orders 1..{} from {} tokens of {}",
         model.len(),
