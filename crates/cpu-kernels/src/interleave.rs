@@ -46,6 +46,7 @@
 //! a permutation of the bytes, exact, and the same size as the rows (plus the padding rows).
 
 use crate::format::WeightFormat;
+use crate::sys::weight_memory::WeightBuf;
 
 /// Rows per group.
 pub(crate) const GROUP: usize = 8;
@@ -129,10 +130,10 @@ pub(crate) fn group_bytes(format: WeightFormat, blocks: usize) -> usize {
 
 /// `rows` rows of `blocks` blocks each (`data`, row-major ggml blocks) in the interleaved
 /// layout. `format` must be one that [`supports`] accepts.
-pub(crate) fn interleave(format: WeightFormat, rows: usize, blocks: usize, data: &[u8], order: Order) -> Vec<u8> {
+pub(crate) fn interleave(format: WeightFormat, rows: usize, blocks: usize, data: &[u8], order: Order) -> WeightBuf {
     let bb = format.block_bytes();
     let row_bytes = blocks * bb;
-    let mut out = vec![0u8; stored_bytes(format, blocks, rows.div_ceil(GROUP))];
+    let mut out = WeightBuf::zeroed(stored_bytes(format, blocks, rows.div_ceil(GROUP)));
     let header = header_bytes(format);
     for (r, row) in data.chunks_exact(row_bytes).take(rows).enumerate() {
         let (g, lane) = (r / GROUP, r % GROUP);

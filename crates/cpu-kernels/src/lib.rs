@@ -72,6 +72,11 @@
 //! scattered rows is better left in rows (a gathered product computes each whole group it
 //! touches).
 //!
+//! Every matrix's weights are held in 2 MB-aligned slabs that the OS is asked to back with
+//! transparent huge pages (`madvise(MADV_HUGEPAGE)` on Linux; the private `weight_memory`
+//! module says why): a product streams its weights once, and on 4 KB pages each 4 KB of them
+//! cost a TLB miss and a pause of the hardware prefetcher.
+//!
 //! # Kernels
 //!
 //! [`Kernel::best`] picks at run time (`is_x86_feature_detected!`); [`Matrix::set_kernel`]

@@ -7,6 +7,7 @@ use half::{bf16, f16};
 use crate::format::{WeightFormat, dequantize_unchecked};
 use crate::interleave::{Grouped, Order};
 use crate::kernel::Kernel;
+use crate::sys::weight_memory::WeightBuf;
 use crate::{Error, Result, Threads};
 
 /// The most activation rows one pass of a kernel handles; more are done in groups of this
@@ -20,15 +21,15 @@ const PARALLEL_MIN_MACS: usize = 32 * 1024;
 /// How the weights are held.
 enum Data {
     /// Row-major f32 (from f32, f16 and bf16 sources).
-    F32(Vec<f32>),
+    F32(WeightBuf),
     /// Rows of ggml blocks, byte for byte as in the file (row order possibly permuted).
-    Blocks(Vec<u8>),
+    Blocks(WeightBuf),
     /// Rows of ggml blocks read in place from `owner.as_ref()[start..start + len]` (a memory
     /// map of the model file): no copy.
     Shared { owner: Arc<dyn AsRef<[u8]> + Send + Sync>, start: usize, len: usize },
     /// The blocks of rows in groups of eight, interleaved ([`crate::interleave`]), the groups
     /// in the order that the kernel set when they were interleaved reads best.
-    Interleaved(Vec<u8>, Order),
+    Interleaved(WeightBuf, Order),
 }
 
 impl Data {
@@ -125,7 +126,8 @@ fn check_shape(format: WeightFormat, rows: usize, cols: usize) -> Result<usize> 
         return Err(Error::Shape { rows, cols, reason: "a matrix needs at least one column" });
     }
     let row_bytes = format.row_bytes(cols)?;
-    if rows.checked_mul(row_bytes).is_none() || rows.checked_mul(cols).is_none() {
+    // Four bytes per value: the size of the f32 copy that f16/bf16 weights are widened to.
+    if rows.checked_mul(row_bytes).is_none() || rows.checked_mul(cols).and_then(|n| n.checked_mul(4)).is_none() {
         return Err(Error::Shape { rows, cols, reason: "its size overflows usize" });
     }
     Ok(row_bytes)
@@ -143,7 +145,7 @@ impl Matrix {
             rows,
             cols,
             row_bytes: cols * 4,
-            data: Data::F32(values.to_vec()),
+            data: Data::F32(WeightBuf::copy_of_f32(values)),
             kernel: Kernel::best(),
         })
     }
@@ -223,26 +225,33 @@ impl Matrix {
         };
         let data = match format {
             WeightFormat::F32 | WeightFormat::F16 | WeightFormat::BF16 => {
-                let mut values = Vec::with_capacity(rows * cols);
-                for i in 0..rows {
+                let mut buf = WeightBuf::zeroed(rows * cols * 4);
+                for (i, values) in buf.f32s_mut().chunks_exact_mut(cols).enumerate() {
                     let row = source_row(i);
                     match format {
                         WeightFormat::F32 => {
-                            values.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                            let floats = row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
                         }
                         WeightFormat::F16 => {
-                            values.extend(row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()))
+                            let floats = row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32());
+                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
                         }
-                        _ => values.extend(row.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+                        _ => {
+                            let floats = row.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32());
+                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
+                        }
                     }
                 }
-                Data::F32(values)
+                Data::F32(buf)
             }
             _ => match order {
-                None => Data::Blocks(bytes.to_vec()),
+                None => Data::Blocks(WeightBuf::copy_of(bytes)),
                 Some(_) => {
-                    let mut out = Vec::with_capacity(bytes.len());
-                    (0..rows).for_each(|i| out.extend_from_slice(source_row(i)));
+                    let mut out = WeightBuf::zeroed(bytes.len());
+                    for (i, row) in out.chunks_exact_mut(row_bytes).enumerate() {
+                        row.copy_from_slice(source_row(i));
+                    }
                     Data::Blocks(out)
                 }
             },
@@ -271,7 +280,7 @@ impl Matrix {
     /// [`from_shared_bytes`](Self::from_shared_bytes), its range of the shared owner.
     pub fn memory_bytes(&self) -> usize {
         match &self.data {
-            Data::F32(v) => v.len() * 4,
+            Data::F32(v) => v.len(),
             Data::Blocks(b) => b.len(),
             Data::Shared { len, .. } => *len,
             Data::Interleaved(b, _) => b.len(),
@@ -306,11 +315,25 @@ impl Matrix {
         if !crate::interleave::supports(self.format) {
             return false;
         }
-        let Some(rows) = self.data.blocks() else { return false };
         let blocks = self.cols / self.format.block_len();
         let order = self.kernel.group_order();
-        self.data =
-            Data::Interleaved(crate::interleave::interleave(self.format, self.rows, blocks, rows, order), order);
+        let interleaved = match &self.data {
+            Data::Blocks(buf) if buf.is_latest() => {
+                // The rows move out to the heap and their buffer is dropped first, so that the
+                // interleaved copy takes the bytes they held (the latest buffer of the weight
+                // memory gives them back): a model loaded and interleaved matrix by matrix
+                // holds each matrix once, not twice. (A matrix with a slab of its own frees it
+                // when dropped below, and needs no detour.)
+                let rows = buf.to_vec();
+                self.data = Data::Blocks(WeightBuf::zeroed(0));
+                crate::interleave::interleave(self.format, self.rows, blocks, &rows, order)
+            }
+            data => match data.blocks() {
+                Some(rows) => crate::interleave::interleave(self.format, self.rows, blocks, rows, order),
+                None => return false,
+            },
+        };
+        self.data = Data::Interleaved(interleaved, order);
         true
     }
 
@@ -347,7 +370,7 @@ impl Matrix {
 
     pub(crate) fn row_ref(&self, row: usize) -> RowRef<'_> {
         match (&self.data, self.data.blocks()) {
-            (Data::F32(v), _) => RowRef::F32(&v[row * self.cols..(row + 1) * self.cols]),
+            (Data::F32(v), _) => RowRef::F32(&v.f32s()[row * self.cols..(row + 1) * self.cols]),
             (_, Some(b)) => RowRef::Blocks(&b[row * self.row_bytes..(row + 1) * self.row_bytes]),
             (_, None) => RowRef::Blocks(&[]),
         }
@@ -377,7 +400,7 @@ impl Matrix {
     /// The whole matrix, row-major, exactly dequantized.
     pub fn to_f32(&self) -> Vec<f32> {
         match (&self.data, self.data.blocks(), self.data.grouped()) {
-            (Data::F32(v), _, _) => v.clone(),
+            (Data::F32(v), _, _) => v.f32s().to_vec(),
             (_, _, Some(groups)) => {
                 let mut out = vec![0.0; self.rows * self.cols];
                 let mut blocks = vec![0u8; self.row_bytes];
@@ -484,7 +507,7 @@ impl Matrix {
             return;
         }
         let data = match (&self.data, self.data.blocks()) {
-            (Data::F32(v), _) => RowData::F32(v, self.cols),
+            (Data::F32(v), _) => RowData::F32(v.f32s(), self.cols),
             (_, b) => RowData::Blocks(b.unwrap_or(&[]), self.row_bytes),
         };
         let rows = Rows { data, select, start: range.start, end: range.end };

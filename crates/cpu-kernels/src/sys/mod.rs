@@ -1,6 +1,7 @@
 //! The only code of the crate that uses `unsafe`: the AVX2/FMA and AVX-512 kernels (`core::arch`
-//! intrinsics, called only after run-time feature detection) and the persistent thread pool
-//! (which lends a borrowed closure to its workers for the duration of one call). Every
+//! intrinsics, called only after run-time feature detection), the persistent thread pool
+//! (which lends a borrowed closure to its workers for the duration of one call) and the weight
+//! memory (slabs on transparent huge pages, carved into buffers). Every
 //! `unsafe` block carries a `// SAFETY:` comment.
 #![allow(unsafe_code)]
 
@@ -17,6 +18,7 @@ pub(crate) mod avx512_f32;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_q8_groups;
 pub(crate) mod pool;
+pub(crate) mod weight_memory;
 
 /// `$kernel::<M, F>(args…)` with the activation-row count `$m` (1..=8; more is 8) as the const
 /// parameter `M`, so that a kernel's loops over the rows unroll; `F` is the caller's format

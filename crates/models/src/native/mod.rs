@@ -198,33 +198,36 @@ impl NativeLlama {
             } else {
                 (None, None)
             };
-            let mut layer = Layer {
-                attention_norm: source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?,
-                mlp_norm: source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?,
-                qkv: Projection::stacked(
-                    vec![
-                        source.read_raw(&attn("q_proj.weight"), q_width, hidden)?.into_owned(),
-                        source.read_raw(&attn("k_proj.weight"), kv_width, hidden)?.into_owned(),
-                        source.read_raw(&attn("v_proj.weight"), kv_width, hidden)?.into_owned(),
-                    ],
-                    qkv_bias,
-                )?,
-                output: Projection::stacked(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?,
-                gate_up: Projection::stacked(
-                    vec![
-                        source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-                        source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-                    ],
-                    gate_up_bias,
-                )?,
-                down: Projection::stacked(
-                    vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?],
-                    down_bias,
-                )?,
+            // Each projection is made ready as soon as it is built: interleaving copies a
+            // matrix, and the weight memory takes back the first copy's bytes only while it is
+            // the latest buffer (a layer's four projections built before any was interleaved
+            // had left three first copies behind, a third of the model).
+            let projection = |parts: Vec<RawMatrix<'_>>, bias: Option<Vec<f32>>| -> Result<Projection> {
+                let mut projection = Projection::stacked(parts, bias)?;
+                projection.parts.iter_mut().try_for_each(&ready)?;
+                Ok(projection)
             };
-            for projection in [&mut layer.qkv, &mut layer.output, &mut layer.gate_up, &mut layer.down] {
-                projection.parts.iter_mut().try_for_each(ready)?;
-            }
+            let attention_norm = source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?;
+            let mlp_norm = source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?;
+            let qkv = projection(
+                vec![
+                    source.read_raw(&attn("q_proj.weight"), q_width, hidden)?.into_owned(),
+                    source.read_raw(&attn("k_proj.weight"), kv_width, hidden)?.into_owned(),
+                    source.read_raw(&attn("v_proj.weight"), kv_width, hidden)?.into_owned(),
+                ],
+                qkv_bias,
+            )?;
+            let output = projection(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?;
+            let gate_up = projection(
+                vec![
+                    source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+                    source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+                ],
+                gate_up_bias,
+            )?;
+            let down =
+                projection(vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?], down_bias)?;
+            let layer = Layer { attention_norm, mlp_norm, qkv, output, gate_up, down };
             layers.push(layer);
         }
         let norm = source.read_f32(&format!("{prefix}norm.weight"), &[hidden])?;
