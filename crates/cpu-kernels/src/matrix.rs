@@ -133,6 +133,13 @@ fn check_shape(format: WeightFormat, rows: usize, cols: usize) -> Result<usize> 
     Ok(row_bytes)
 }
 
+/// `values[k] = decode(the k-th W-byte value of row)`: a stored row of f32, f16 or bf16 as f32.
+fn widen<const W: usize>(row: &[u8], values: &mut [f32], decode: impl Fn([u8; W]) -> f32) {
+    for (v, bytes) in values.iter_mut().zip(row.chunks_exact(W)) {
+        *v = decode(bytes.try_into().expect("chunks of W bytes"));
+    }
+}
+
 impl Matrix {
     /// A matrix from row-major `[rows, cols]` f32 values.
     pub fn from_f32(rows: usize, cols: usize, values: &[f32]) -> Result<Self> {
@@ -229,18 +236,9 @@ impl Matrix {
                 for (i, values) in buf.f32s_mut().chunks_exact_mut(cols).enumerate() {
                     let row = source_row(i);
                     match format {
-                        WeightFormat::F32 => {
-                            let floats = row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
-                        }
-                        WeightFormat::F16 => {
-                            let floats = row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32());
-                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
-                        }
-                        _ => {
-                            let floats = row.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32());
-                            values.iter_mut().zip(floats).for_each(|(v, f)| *v = f);
-                        }
+                        WeightFormat::F32 => widen(row, values, f32::from_le_bytes),
+                        WeightFormat::F16 => widen(row, values, |b| f16::from_le_bytes(b).to_f32()),
+                        _ => widen(row, values, |b| bf16::from_le_bytes(b).to_f32()),
                     }
                 }
                 Data::F32(buf)

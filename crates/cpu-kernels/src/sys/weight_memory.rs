@@ -171,9 +171,14 @@ impl WeightBuf {
     /// Whether dropping this buffer would give its bytes back to the current slab (it is the
     /// latest buffer taken from it); a buffer with a slab of its own frees the slab instead.
     pub(crate) fn is_latest(&self) -> bool {
-        let Some(slab) = &self.slab else { return false };
-        let current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
-        current.slab.as_ptr() == Arc::as_ptr(slab) && current.used == self.offset + self.len
+        self.is_top_of(&CURRENT.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Whether this buffer ends where `current`'s bump pointer stands, in its slab.
+    fn is_top_of(&self, current: &Current) -> bool {
+        self.slab
+            .as_ref()
+            .is_some_and(|slab| current.slab.as_ptr() == Arc::as_ptr(slab) && current.used == self.offset + self.len)
     }
 
     fn start(&self) -> *mut u8 {
@@ -193,9 +198,11 @@ impl Drop for WeightBuf {
     /// out to the heap, drops their buffer, and takes the same bytes for the new layout.
     /// Any other buffer's bytes stay taken until its whole slab is freed.
     fn drop(&mut self) {
-        let Some(slab) = &self.slab else { return };
+        if self.slab.is_none() {
+            return;
+        }
         let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
-        if current.slab.as_ptr() == Arc::as_ptr(slab) && current.used == self.offset + self.len {
+        if self.is_top_of(&current) {
             current.used = self.offset;
         }
     }
