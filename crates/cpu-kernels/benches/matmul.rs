@@ -1,6 +1,6 @@
 //! Matrix products at the shapes of SmolLM2-135M (hidden 576, intermediate 1536, 3 KV heads of
 //! 64, vocabulary 49,152): Q4_1 and f32 layers and the Q8_0 LM head, for M = 1..=8 activation
-//! rows and 1 or 2 threads.
+//! rows and 1 or 2 threads; f16 layers in rows and in panels.
 //!
 //! Throughput is reported in bytes of weights read per call, so criterion prints GB/s; the
 //! multiply-adds per call are `M · K · N`. Each case cycles through enough copies of its matrix
@@ -29,9 +29,9 @@ const WORKING_SET: usize = 32 << 20;
 
 /// Random weights of `format`, built directly as blocks (quick even for the 28M-weight head).
 fn weights(format: WeightFormat, k: usize, n: usize, rng: &mut StdRng) -> Matrix {
-    if matches!(format, WeightFormat::F32) {
+    if matches!(format, WeightFormat::F32 | WeightFormat::F16) {
         let values: Vec<f32> = (0..k * n).map(|_| rng.random_range(-0.1f32..0.1)).collect();
-        return Matrix::from_f32(n, k, &values).unwrap();
+        return Matrix::from_bytes(format, n, k, &quantize(format, &values).unwrap()).unwrap();
     }
     let bb = format.block_bytes();
     let mut bytes = vec![0u8; n * format.row_bytes(k).unwrap()];
@@ -77,7 +77,7 @@ fn bench_shape(
     for matrix in &mut matrices {
         matrix.set_kernel(kernel).unwrap();
         if layout == Layout::Interleaved {
-            assert!(matrix.interleave_rows(), "{format} has no interleaved layout");
+            assert!(matrix.interleave_rows(), "{format} has no interleaved (or panel) layout");
         }
     }
     let x: Vec<f32> = (0..8 * k).map(|_| rng.random_range(-1.0f32..1.0)).collect();
@@ -118,8 +118,14 @@ fn benches(c: &mut Criterion) {
             bench_shape(c, format, shape, &pools, kernel, Layout::Interleaved);
         }
     }
+    // f32 rows; f16 in rows (widened to f32 at load) and, where the kernel reads them, in
+    // panels of sixteen rows at two bytes a weight: the ratio is the panel layout's gain.
     for shape in LAYERS {
         bench_shape(c, WeightFormat::F32, shape, &pools, Kernel::best(), Layout::Rows);
+        bench_shape(c, WeightFormat::F16, shape, &pools, Kernel::best(), Layout::Rows);
+        if Kernel::best().reads_panels() {
+            bench_shape(c, WeightFormat::F16, shape, &pools, Kernel::best(), Layout::Interleaved);
+        }
     }
     // The other kernels beside the default one, on one shape.
     for kernel in [Kernel::Avx2, Kernel::Scalar] {

@@ -56,6 +56,21 @@ impl Kernel {
         self.quantizes_activations()
     }
 
+    /// Whether the kernel has products for the panel layout of half-precision matrices
+    /// ([`Matrix::interleave_rows`](crate::Matrix::interleave_rows) on f16 and bf16 weights):
+    /// [`Kernel::Avx512Q8`] on a CPU with AVX-512 F and F16C. The others compute a panel
+    /// matrix with the portable kernel, slowly: leave their matrices in rows.
+    pub fn reads_panels(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self == Kernel::Avx512Q8 && crate::sys::avx512_panels::supported()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
     /// The order of the interleaved groups this kernel reads as one sequential stream.
     pub(crate) fn group_order(self) -> crate::interleave::Order {
         match self {

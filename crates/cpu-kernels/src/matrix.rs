@@ -7,6 +7,7 @@ use half::{bf16, f16};
 use crate::format::{WeightFormat, dequantize_unchecked};
 use crate::interleave::{Grouped, Order};
 use crate::kernel::Kernel;
+use crate::panels::Element;
 use crate::sys::weight_memory::WeightBuf;
 use crate::{Error, Result, Threads};
 
@@ -30,6 +31,9 @@ enum Data {
     /// The blocks of rows in groups of eight, interleaved ([`crate::interleave`]), the groups
     /// in the order that the kernel set when they were interleaved reads best.
     Interleaved(WeightBuf, Order),
+    /// f16 or bf16 rows in panels of sixteen, column by column, at two bytes a value
+    /// ([`crate::panels`]).
+    Panels(WeightBuf, Element),
 }
 
 impl Data {
@@ -37,7 +41,7 @@ impl Data {
     #[inline]
     fn blocks(&self) -> Option<&[u8]> {
         match self {
-            Data::F32(_) | Data::Interleaved(..) => None,
+            Data::F32(_) | Data::Interleaved(..) | Data::Panels(..) => None,
             Data::Blocks(b) => Some(b),
             Data::Shared { owner, start, len } => Some(&(**owner).as_ref()[*start..*start + *len]),
         }
@@ -268,8 +272,9 @@ impl Matrix {
         self.cols
     }
 
-    /// The format the matrix was built from (f16 and bf16 report themselves although they
-    /// are held as f32).
+    /// The format the matrix was built from (f16 and bf16 report themselves whether they are
+    /// held as f32 rows or, after [`interleave_rows`](Self::interleave_rows), at two bytes in
+    /// panels).
     pub fn format(&self) -> WeightFormat {
         self.format
     }
@@ -281,15 +286,18 @@ impl Matrix {
             Data::F32(v) => v.len(),
             Data::Blocks(b) => b.len(),
             Data::Shared { len, .. } => *len,
-            Data::Interleaved(b, _) => b.len(),
+            Data::Interleaved(b, _) | Data::Panels(b, _) => b.len(),
         }
     }
 
     /// Stores the rows in groups of eight, interleaved, the layout in which the 8-bit kernels
     /// ([`Kernel::Avx2Q8`], [`Kernel::Avx512Q8`]) score several activation rows at a fraction
-    /// of the instructions per weight (see the crate docs). Returns whether the matrix is now
-    /// interleaved: `false`, with nothing changed, for the formats without an interleaved
-    /// kernel (only `Q8_0`, `Q4_0` and `Q4_1` have one).
+    /// of the instructions per weight (see the crate docs); f16 and bf16 matrices go into
+    /// panels of sixteen rows instead, at two bytes a weight (see the crate docs), for the
+    /// kernels that read them ([`Kernel::reads_panels`]). Returns whether the matrix is now
+    /// interleaved (or in panels): `false`, with nothing changed, for the formats without such
+    /// a kernel (`Q8_0`, `Q4_0` and `Q4_1` have one; f16 and bf16 with [`Kernel::Avx512Q8`]
+    /// on AVX-512; f32 rows stay as they are).
     ///
     /// Exact: the bytes are only reordered, and every kernel computes the same products as
     /// before (the 8-bit kernels round their sums in another order, so their results differ
@@ -308,6 +316,20 @@ impl Matrix {
     /// the same results.
     pub fn interleave_rows(&mut self) -> bool {
         if self.is_interleaved() {
+            return true;
+        }
+        if let (Some(element), true) = (Element::of(self.format), self.kernel.reads_panels()) {
+            let Data::F32(buf) = &self.data else { return false };
+            let panels = if buf.is_latest() {
+                // As for the blocks below: the rows leave the weight memory first, so that the
+                // panels take the bytes they held.
+                let rows = buf.f32s().to_vec();
+                self.data = Data::F32(WeightBuf::zeroed(0));
+                crate::panels::pack(element, self.rows, self.cols, &rows)
+            } else {
+                crate::panels::pack(element, self.rows, self.cols, buf.f32s())
+            };
+            self.data = Data::Panels(panels, element);
             return true;
         }
         if !crate::interleave::supports(self.format) {
@@ -335,9 +357,10 @@ impl Matrix {
         true
     }
 
-    /// Whether the rows are stored interleaved ([`interleave_rows`](Self::interleave_rows)).
+    /// Whether the rows are stored interleaved, or in panels
+    /// ([`interleave_rows`](Self::interleave_rows)).
     pub fn is_interleaved(&self) -> bool {
-        self.data.grouped().is_some()
+        self.data.grouped().is_some() || matches!(self.data, Data::Panels(..))
     }
 
     /// The kernel the products use (by default [`Kernel::best`]).
@@ -356,7 +379,7 @@ impl Matrix {
     fn stored_format(&self) -> WeightFormat {
         match self.data {
             Data::F32(_) => WeightFormat::F32,
-            Data::Blocks(_) | Data::Shared { .. } | Data::Interleaved(..) => self.format,
+            Data::Blocks(_) | Data::Shared { .. } | Data::Interleaved(..) | Data::Panels(..) => self.format,
         }
     }
 
@@ -388,6 +411,10 @@ impl Matrix {
             dequantize_unchecked(self.format, &blocks, out);
             return Ok(());
         }
+        if let Data::Panels(data, element) = &self.data {
+            crate::panels::read_row(*element, data, self.cols, row, out);
+            return Ok(());
+        }
         match self.row_ref(row) {
             RowRef::F32(w) => out.copy_from_slice(w),
             RowRef::Blocks(b) => dequantize_unchecked(self.format, b, out),
@@ -399,6 +426,13 @@ impl Matrix {
     pub fn to_f32(&self) -> Vec<f32> {
         match (&self.data, self.data.blocks(), self.data.grouped()) {
             (Data::F32(v), _, _) => v.f32s().to_vec(),
+            (Data::Panels(data, element), _, _) => {
+                let mut out = vec![0.0; self.rows * self.cols];
+                for (row, values) in out.chunks_exact_mut(self.cols).enumerate() {
+                    crate::panels::read_row(*element, data, self.cols, row, values);
+                }
+                out
+            }
             (_, _, Some(groups)) => {
                 let mut out = vec![0.0; self.rows * self.cols];
                 let mut blocks = vec![0u8; self.row_bytes];
@@ -504,6 +538,10 @@ impl Matrix {
             self.compute_interleaved(groups, prepared, x, m, range, select, outs);
             return;
         }
+        if let Data::Panels(data, element) = &self.data {
+            self.compute_panels(*element, data, x, m, range, select, outs);
+            return;
+        }
         let data = match (&self.data, self.data.blocks()) {
             (Data::F32(v), _) => RowData::F32(v.f32s(), self.cols),
             (_, b) => RowData::Blocks(b.unwrap_or(&[]), self.row_bytes),
@@ -533,6 +571,54 @@ impl Matrix {
                 self.cols,
                 &mut outs[g..g + group],
             );
+        }
+    }
+
+    /// [`compute`](Self::compute) on the panel layout, `MAX_M` activation rows at a time. A
+    /// gathered product computes each panel it touches in full and keeps the outputs it needs:
+    /// an output's sum does not depend on the range it is computed in, so it is the same
+    /// gathered or not.
+    #[allow(clippy::too_many_arguments)]
+    fn compute_panels(
+        &self,
+        element: Element,
+        data: &[u8],
+        x: &[f32],
+        m: usize,
+        range: std::ops::Range<usize>,
+        select: Option<&[u32]>,
+        outs: &mut [&mut [f32]],
+    ) {
+        use crate::panels::{PANEL, dot_panels_with};
+        let cols = self.cols;
+        let Some(select) = select else {
+            for g in (0..m).step_by(MAX_M) {
+                let group = (m - g).min(MAX_M);
+                let x = &x[g * cols..(g + group) * cols];
+                dot_panels_with(self.kernel, element, data, cols, range.clone(), x, &mut outs[g..g + group]);
+            }
+            return;
+        };
+        // The outputs of one panel for all m activation rows: [m][PANEL].
+        let mut lanes = vec![0.0f32; m * PANEL];
+        let mut current = usize::MAX;
+        for j in range.clone() {
+            let row = select[j] as usize;
+            let (p, lane) = (row / PANEL, row % PANEL);
+            if p != current {
+                current = p;
+                let rows = p * PANEL..((p + 1) * PANEL).min(self.rows);
+                for g in (0..m).step_by(MAX_M) {
+                    let group = (m - g).min(MAX_M);
+                    let mut panel_outs: Vec<&mut [f32]> =
+                        lanes[g * PANEL..(g + group) * PANEL].chunks_exact_mut(PANEL).collect();
+                    let x = &x[g * cols..(g + group) * cols];
+                    dot_panels_with(self.kernel, element, data, cols, rows.clone(), x, &mut panel_outs);
+                }
+            }
+            for (i, out) in outs.iter_mut().enumerate() {
+                out[j - range.start] = lanes[i * PANEL + lane];
+            }
         }
     }
 

@@ -16,6 +16,8 @@ pub(crate) mod avx512_attention;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_f32;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512_panels;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_q8_groups;
 pub(crate) mod pool;
 pub(crate) mod weight_memory;

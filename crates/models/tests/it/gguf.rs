@@ -225,6 +225,36 @@ fn quantized_weights_give_the_dequantized_model_on_both_engines() {
 }
 
 #[test]
+fn half_precision_in_panels_is_the_half_precision_model_and_scores_drafts_bit_for_bit() {
+    // f16/bf16 weights stay at two bytes, in panels of sixteen rows, where the kernel reads
+    // them (AVX-512); elsewhere they are widened to f32 rows. Either way the same model.
+    let file = TempFile::new("half.gguf");
+    write_fixture(&file.0, F32_PERMUTED);
+    for storage in [WeightFormat::F16, WeightFormat::BF16] {
+        let default = LoadOptions::engine(Engine::Native).with_storage(Some(storage)).with_threads(Some(2));
+        let model = load_gguf_with(&file.0, default);
+        let rows = load_gguf_with(&file.0, default.with_kernel(Some(Kernel::Scalar)));
+        let diff = max_abs_diff(&all_logits(&model), &all_logits(&rows));
+        assert!(diff <= 1e-4, "{storage}: panels vs f32 rows of the same weights, max |Δ| = {diff}");
+        // The rounding to half precision did happen.
+        let f32_diff = max_abs_diff(&all_logits(&model), &all_logits(&original()));
+        assert!(f32_diff > 1e-6, "{storage}: no rounding at all");
+        // A draft's positions scored in one pass give each position's logits bit for bit as
+        // scored one at a time (what greedy verification relies on).
+        let ids = reference("llama3-gqa").input_ids;
+        let mut cache = model.new_cache();
+        let together = model.forward_on_host(&ids, &mut cache, ids.len(), None).unwrap();
+        let mut cache = model.new_cache();
+        for (i, token) in ids.iter().enumerate() {
+            let alone = model.forward_on_host(&[*token], &mut cache, 1, None).unwrap();
+            for (a, b) in alone[0].iter().zip(&together[i]) {
+                assert_eq!(a.to_bits(), b.to_bits(), "{storage}: position {i} alone {a} vs in one pass {b}");
+            }
+        }
+    }
+}
+
+#[test]
 fn eight_bit_activations_stay_close_to_the_exact_products() {
     // llama.cpp's design (Kernel::Avx2Q8) quantizes activations per 32-block: not exact, but
     // its top choices must be the exact path's.
