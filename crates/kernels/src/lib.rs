@@ -11,11 +11,15 @@
 //!   `wgpu` or `cuda` feature a hand-written CubeCL kernel (`acceptance_fused`, one launch,
 //!   reached through a `#[backend_extension]` trait) that [`acceptance()`] picks on CubeCL
 //!   devices.
+//! - [`gathered_head`](mod@gathered_head): a drafter's LM head over a shortlist of vocabulary ids
+//!   (DynaSpec's dynamic shortlists) without a gathered copy of the kept rows: a CubeCL kernel
+//!   on wgpu/CUDA, [`gathered_head_reference`] in plain tensor ops elsewhere.
 //! - [`readback`]: small device → host copies that return errors instead of panicking.
 //!
 //! The tests check the reference against the host rule of `anyspec-core` driven by the same
 //! uniforms (identical verdicts), and, under the `wgpu` feature, the kernel against the
-//! reference on wgpu (Mesa's lavapipe in CI).
+//! reference on wgpu (Mesa's lavapipe in CI); likewise the gathered head kernel against its
+//! reference and a host f64 sum.
 //!
 //! ## Quirks
 //! - The kernel and the reference sum the residual in different orders, so their totals may
@@ -45,6 +49,7 @@
 
 pub mod acceptance;
 mod error;
+pub mod gathered_head;
 mod probs;
 pub mod readback;
 mod verify;
@@ -53,5 +58,8 @@ mod verify;
 pub use acceptance::acceptance_fused;
 pub use acceptance::{AcceptanceInputs, Uniforms, acceptance, acceptance_reference, read_acceptance};
 pub use error::{Error, Result};
+#[cfg(feature = "cubecl")]
+pub use gathered_head::gathered_head_fused;
+pub use gathered_head::{gathered_head, gathered_head_is_fused, gathered_head_reference};
 pub use probs::{device_probs, is_host_device, supports};
 pub use verify::{verdict_from_rows, verify_on_device};

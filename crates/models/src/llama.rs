@@ -55,8 +55,9 @@ struct Layer {
 #[derive(Clone, Debug)]
 pub struct PrunedHead {
     pub(crate) ids: Vec<u32>,
-    /// `[hidden, ids.len()]` on the burn engine; the native engine multiplies the kept rows of
-    /// its head in place and needs no copy.
+    /// `[hidden, ids.len()]` on the burn engine on flex; the native engine multiplies the kept
+    /// rows of its head in place, and the burn engine on a CubeCL device runs the gathered
+    /// head kernel: neither needs a copy.
     pub(crate) weight: Option<Tensor<2>>,
 }
 
@@ -142,18 +143,37 @@ impl BurnLlama {
         logits_rows: usize,
         head: &PrunedHead,
     ) -> Result<Tensor<2>> {
-        let weight = head.burn_weight()?;
-        Ok(self.final_hidden(tokens, cache, logits_rows)?.matmul(weight))
+        let hidden = self.final_hidden(tokens, cache, logits_rows)?;
+        self.pruned_logits(hidden, head)
+    }
+
+    /// Logits of final-norm hidden rows over the vocabulary rows of `head`, `[rows,
+    /// head.len()]`: on a CubeCL device (wgpu, CUDA) the gathered head kernel of
+    /// `anyspec-kernels` reads the kept columns of the LM head where they lie; elsewhere the
+    /// slice `head` holds is multiplied.
+    pub(crate) fn pruned_logits(&self, hidden: Tensor<2>, head: &PrunedHead) -> Result<Tensor<2>> {
+        match &head.weight {
+            Some(weight) => Ok(hidden.matmul(weight.clone())),
+            None if anyspec_kernels::gathered_head_is_fused(&self.device) => {
+                Ok(anyspec_kernels::gathered_head(hidden, self.lm_head.clone(), &head.ids)?)
+            }
+            None => Ok(hidden.matmul(head.burn_weight()?)),
+        }
     }
 
     /// The `[hidden, kept]` slice of the LM head for the vocabulary rows `ids`, built once and
-    /// passed to [`Llama::forward_pruned`] at every step.
+    /// passed to [`Llama::forward_pruned`] at every step. On a CubeCL device nothing is copied:
+    /// the gathered head kernel reads the rows in place ([`Llama::pruned_logits`]), so a
+    /// shortlist that changes at every step (DynaSpec) costs no copy of the head.
     pub(crate) fn pruned_head(&self, ids: &[u32]) -> Result<PrunedHead> {
         if ids.is_empty() {
             return Err(Error::InvalidArgument("a pruned LM head needs at least one vocabulary row".into()));
         }
         if let Some(&token) = ids.iter().find(|&&t| t as usize >= self.config.vocab_size) {
             return Err(Error::TokenOutOfRange { token, vocab_size: self.config.vocab_size });
+        }
+        if anyspec_kernels::gathered_head_is_fused(&self.device) {
+            return Ok(PrunedHead { ids: ids.to_vec(), weight: None });
         }
         let index: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [ids.len()]), &self.device);

@@ -432,7 +432,7 @@ impl Llama {
                 let hidden = m.final_hidden(tokens, c, logits_rows)?;
                 let logits = match head {
                     None => m.head_logits(hidden.clone())?,
-                    Some(head) => hidden.clone().matmul(head.burn_weight()?),
+                    Some(head) => m.pruned_logits(hidden.clone(), head)?,
                 };
                 Ok(HiddenRows {
                     hidden: anyspec_kernels::readback::read_rows(hidden)?,

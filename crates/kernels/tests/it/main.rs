@@ -13,6 +13,7 @@ use rand::{Rng, RngCore, SeedableRng};
 
 #[cfg(feature = "wgpu")]
 mod fused;
+mod gathered_head;
 
 /// An RNG whose `random::<f64>()` returns prepared values (rand 0.9 turns the top 53 bits of
 /// `next_u64` into `k · 2⁻⁵³`), so the host rule can be fed exactly the uniforms the device used.

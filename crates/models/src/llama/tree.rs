@@ -268,7 +268,7 @@ impl BurnLlama {
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows.len()]), &self.device);
         let h = hidden.clone().select(0, index);
         Ok(match head {
-            Some(head) => h.matmul(head.burn_weight()?),
+            Some(head) => self.pruned_logits(h, head)?,
             None => h.matmul(self.lm_head.clone()),
         })
     }
