@@ -9,7 +9,7 @@ use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_dynaspec::{BuildParams, BuildReport, RouterFile, build_router, model_fingerprint};
-use anyspec_models::{Checkpoint, DeviceChoice, LoadOptions};
+use anyspec_models::{Checkpoint, DeviceChoice, LoadOptions, TextTokenizer};
 use anyspec_train::RouterTrainConfig;
 use serde::Serialize;
 
@@ -225,23 +225,8 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         .with_context(|| format!("--model {}", args.model.display()))?;
 
     let options = CorpusOptions { text_field: args.text_field.clone() };
-    let mut texts: Vec<Vec<u32>> = Vec::new();
-    let mut tokens = 0usize;
-    anyspec_dict_builder::for_each_chunk(&args.corpus, &options, progress, |chunk| {
-        for document in chunk.split("\n\n").map(str::trim).filter(|d| !d.is_empty()) {
-            if tokens >= args.max_positions * 2 {
-                break;
-            }
-            let ids = tokenizer.encode(document).map_err(|e| anyspec_dict_builder::Error::Tokenizer {
-                text: document.chars().take(40).collect(),
-                message: e.to_string(),
-            })?;
-            tokens += ids.len();
-            texts.push(ids);
-        }
-        Ok(())
-    })
-    .with_context(|| "--corpus: reading the text")?;
+    let texts = router_texts(&args.corpus, &options, &tokenizer, args.max_positions, progress)
+        .with_context(|| "--corpus: reading the text")?;
 
     let params = BuildParams {
         clusters: args.clusters,
@@ -257,6 +242,35 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     file.save(&args.output).with_context(|| format!("-o {}: cannot write the router", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     print_record(&record(&args.output, &file, Some(report), Some(seconds)), args.json, "wrote")
+}
+
+/// The documents of `corpus` (split at blank lines), tokenized, until twice `max_positions`
+/// tokens are read: a router's training and held-out text (`anyspec dynaspec build`, and the
+/// demo's DynaSpec row).
+pub(crate) fn router_texts(
+    corpus: &[PathBuf],
+    options: &CorpusOptions,
+    tokenizer: &TextTokenizer,
+    max_positions: usize,
+    progress: &dyn Progress,
+) -> anyhow::Result<Vec<Vec<u32>>> {
+    let mut texts: Vec<Vec<u32>> = Vec::new();
+    let mut tokens = 0usize;
+    anyspec_dict_builder::for_each_chunk(corpus, options, progress, |chunk| {
+        for document in chunk.split("\n\n").map(str::trim).filter(|d| !d.is_empty()) {
+            if tokens >= max_positions * 2 {
+                break;
+            }
+            let ids = tokenizer.encode(document).map_err(|e| anyspec_dict_builder::Error::Tokenizer {
+                text: document.chars().take(40).collect(),
+                message: e.to_string(),
+            })?;
+            tokens += ids.len();
+            texts.push(ids);
+        }
+        Ok(())
+    })?;
+    Ok(texts)
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {

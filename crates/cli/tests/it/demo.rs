@@ -241,7 +241,9 @@ fn smollm2_demo(name: &str, args: &[&str]) -> Option<serde_json::Value> {
 
 #[test]
 fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greedy_output() {
-    let args = ["--methods", "prompt,self", "--first-layers", "4", "--prompts", "2", "--max-tokens", "16"];
+    // --quick: DynaSpec's router is built small (seconds); the prompts and tokens are given.
+    let args =
+        ["--methods", "prompt,self,dynaspec", "--first-layers", "4", "--prompts", "2", "--max-tokens", "16", "--quick"];
     let Some(report) = smollm2_demo("smollm2", &args) else { return };
     assert!(report["target"].as_str().unwrap().contains("SmolLM2"), "{}", report["target"]);
     assert!(report["fallback"].is_null());
@@ -252,7 +254,20 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
     assert!(v.last().unwrap() > &1.0, "{v:?}");
     let rows = report["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
-    assert_eq!(names, ["autoregressive", "prompt lookup", "self-speculative, first 4 layers"]);
+    assert_eq!(
+        names,
+        [
+            "autoregressive",
+            "prompt lookup",
+            "self-speculative, first 4 layers",
+            "DynaSpec-PA shortlist, first 4 layers"
+        ]
+    );
+    // DynaSpec's router was built for this model and the drafter's depth, into the cache.
+    let router =
+        report["artifacts"].as_array().unwrap().iter().find(|a| a["name"].as_str().unwrap().contains("DynaSpec"));
+    let router = router.expect("the DynaSpec router is listed among the artifacts");
+    assert!(router["detail"].as_str().unwrap().contains("first 4 layers"), "{router}");
     for row in rows {
         assert_eq!(row["matches_ar"], true, "{row}");
         assert_eq!(row["group_speedups"].as_array().unwrap().len(), report["groups"].as_array().unwrap().len());
@@ -268,7 +283,7 @@ fn on_smollm2_the_cheap_drafters_and_the_self_speculative_drafter_keep_the_greed
 /// rule fails the same check.
 #[test]
 fn on_smollm2_at_temperature_0_8_every_method_accepts_as_the_logits_promise() {
-    let args = ["--temperature", "0.8", "--first-layers", "4", "--prompts", "3", "--max-tokens", "32"];
+    let args = ["--temperature", "0.8", "--first-layers", "4", "--prompts", "3", "--max-tokens", "32", "--quick"];
     let Some(report) = smollm2_demo("smollm2-sampled", &args) else { return };
     let rows = report["rows"].as_array().unwrap();
     assert!(rows.len() >= 10, "every method runs: {}", rows.len());

@@ -14,6 +14,9 @@ use anyspec_dict_builder::{BuildParams, CorpusOptions, Dictionary, NgramCounts, 
 use anyspec_drafters::hetero::{self, AlgoRequest, DEFAULT_SAMPLE_TEXT};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
 use anyspec_drafters::{Algo, TokenNgramConfig, TokenNgramModel};
+use anyspec_dynaspec::{
+    BuildParams as RouterParams, ClusterBudget, DynamicShortlister, RouterFile, build_router, model_fingerprint,
+};
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1};
 use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
@@ -56,6 +59,9 @@ pub(super) struct Assets {
     pub(super) dictionary: Arc<Dictionary>,
     /// The token n-gram model, counted from the dictionary's text.
     pub(super) ngram: Arc<TokenNgramModel>,
+    /// The dictionary's text (SmolLM2's own answers; the Gutenberg sample for the tiny target),
+    /// from which the DynaSpec router is built once the self-speculative depth is known.
+    text: Corpus,
     /// The RDK affinity matrix over the target's vocabulary.
     pub(super) affinity: Arc<Affinity>,
     /// Most drafter positions SLRS may score per drafted token (its lookahead is lowered to fit).
@@ -186,6 +192,7 @@ pub(super) fn load(
     let dictionary = Arc::new(dictionary(dictionary_text, cache, &target_vocabulary, progress, &mut artifacts)?);
     let ngram = Arc::new(ngram_model(dictionary_text, &target_tokenizer)?);
     let affinity = Arc::new(affinity(&corpus, cache, &target_vocabulary, progress, &mut artifacts)?);
+    let text = target_outputs.unwrap_or(corpus);
     let mut hetero = |name: &'static str, checkpoint: Checkpoint, model: Llama| -> anyhow::Result<HeteroDrafter> {
         let tokenizer = checkpoint.tokenizer().with_context(|| format!("reading {}", checkpoint.dir().display()))?;
         let vocabulary = Vocabulary::from_tokenizer(tokenizer.inner().clone(), name)?;
@@ -228,6 +235,7 @@ pub(super) fn load(
         auto_algo,
         dictionary,
         ngram,
+        text,
         affinity,
         slrs_budget: DEFAULT_SLRS_BUDGET,
         artifacts,
@@ -394,6 +402,80 @@ fn dictionary(
     let dictionary = Dictionary::open(&path, &vocabulary.fingerprint())?;
     artifacts.push(dictionary_artifact(&path, &dictionary, true, &build_time(true, started)));
     Ok(dictionary)
+}
+
+/// DynaSpec-PA's budgets in the demo (Eq. 3): `k₀` clusters for the first drafted token, `k₁`
+/// for the second, decaying after. The values `anyspec dynaspec bench` measured fastest on
+/// SmolLM2 (reports/dynaspec.md).
+pub(super) const DYNASPEC_BUDGET: ClusterBudget = ClusterBudget::PositionAware { k0: 64, k1: 32 };
+
+/// The DynaSpec shortlister of the self-speculative drafter of `layers` layers: its router
+/// (clusters of the target's LM head, an MLP over the drafter's hidden state) built from the
+/// dictionary's text on first use and cached under a key of that text, the tokenizer, the
+/// depth and the build parameters; a cached router built for other weights is rebuilt. `quick`
+/// builds a small one (a smoke run's seconds, not minutes).
+pub(super) fn dynaspec_shortlister(
+    assets: &mut Assets,
+    cache: &Path,
+    layers: usize,
+    quick: bool,
+    progress: &dyn Progress,
+) -> anyhow::Result<DynamicShortlister> {
+    let mut params =
+        RouterParams { drafter_layers: layers, corpus: file_name(&assets.text.path), ..RouterParams::default() };
+    if quick {
+        params.max_positions = 2_000;
+        params.kmeans_iterations = 4;
+        params.train.epochs = 2;
+    }
+    let key = assets.text.key(&assets.target_vocabulary, &params);
+    let path = cache.join(format!("dynaspec-router-{key:016x}.safetensors"));
+    let c = assets.target.config();
+    let fingerprint = model_fingerprint(c.vocab_size, c.hidden_size, &assets.target.lm_head_rows()?);
+    let cached = match path.is_file().then(|| RouterFile::load(&path, &fingerprint)) {
+        Some(Ok(file)) => Some(file),
+        // A damaged entry, or one built for other weights under the same tokenizer: rebuilt.
+        Some(Err(err)) => {
+            crate::output::warn(format!("rebuilding {}: {err}", path.display()));
+            None
+        }
+        None => None,
+    };
+    let file = match cached {
+        Some(file) => {
+            assets.artifacts.push(router_artifact(&path, &file, false, ""));
+            file
+        }
+        None => {
+            let started = Instant::now();
+            let texts = crate::commands::dynaspec::router_texts(
+                std::slice::from_ref(&assets.text.path),
+                &CorpusOptions::default(),
+                &assets.target_tokenizer,
+                params.max_positions,
+                progress,
+            )
+            .with_context(|| format!("reading {}", assets.text.path.display()))?;
+            let (file, _) = build_router(&assets.target, &texts, &params, progress)?;
+            file.save(&path).with_context(|| format!("writing the DynaSpec router {}", path.display()))?;
+            assets.artifacts.push(router_artifact(&path, &file, true, &build_time(true, started)));
+            file
+        }
+    };
+    Ok(DynamicShortlister::new(file.clusters, file.router, DYNASPEC_BUDGET, &assets.stop_tokens)?)
+}
+
+fn router_artifact(path: &Path, file: &RouterFile, built: bool, time: &str) -> Artifact {
+    Artifact {
+        name: "DynaSpec router (self-speculative drafter)".into(),
+        path: path.to_path_buf(),
+        built,
+        detail: format!("{} clusters, first {} layers{time}", file.clusters.len(), file.info.drafter_layers),
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// The token n-gram model of the dictionary's text, counted on every run (well under a second

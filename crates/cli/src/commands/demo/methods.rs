@@ -9,6 +9,7 @@ use anyspec_drafters::{
     Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
     TokenNgramDrafter,
 };
+use anyspec_dynaspec::{HeadPolicy, ShortlistDrafter};
 use anyspec_models::LlamaTarget;
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub(super) enum Kind {
     HybridNgram,
     /// The target's first L layers and its head.
     FirstLayers,
+    /// The same drafter with its head evaluated only on DynaSpec's routed shortlist.
+    DynaSpec,
     /// A smaller model with the target's tokenizer.
     Same,
     /// The token-level drafter with another tokenizer, through this algorithm.
@@ -82,6 +85,13 @@ pub(super) const METHODS: &[Method] = &[
         key: "self",
         kind: Kind::FirstLayers,
         about: "the target's first L layers, then its final norm and head: an early-exit drafter, no training",
+    },
+    Method {
+        key: "dynaspec",
+        kind: Kind::DynaSpec,
+        about: "the self-speculative drafter with its head only on DynaSpec's routed clusters (dynaspec.txt \
+                §4, Eq. 3's position-aware budget k₀ = 64, k₁ = 32); the router is built from the \
+                dictionary's text on first use",
     },
     Method { key: "same", kind: Kind::Same, about: "a smaller model sharing the target's tokenizer" },
     Method {
@@ -147,6 +157,12 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
             let (_, model) = setup.first_layers.as_ref().context("the self-speculative drafter was not set up")?;
             Some(Box::new(ModelDrafter::new(model.clone(), a.target_rows)))
         }
+        Kind::DynaSpec => {
+            let (_, model) = setup.first_layers.as_ref().context("the self-speculative drafter was not set up")?;
+            let shortlister = setup.dynaspec.as_ref().context("the DynaSpec router was not set up")?;
+            let policy = HeadPolicy::Dynamic(Box::new(shortlister.clone()));
+            Some(Box::new(ShortlistDrafter::new(model.clone(), policy, a.target_rows)?))
+        }
         Kind::Same => {
             let (_, model) = a.same.as_ref().context("this target has no smaller model with its tokenizer")?;
             Some(Box::new(ModelDrafter::new(model.clone(), a.target_rows)))
@@ -190,6 +206,10 @@ pub(super) fn method_name(method: &Method, setup: &Setup) -> String {
         Kind::FirstLayers => match &setup.first_layers {
             Some((l, _)) => format!("self-speculative, first {l} layers"),
             None => "self-speculative".into(),
+        },
+        Kind::DynaSpec => match &setup.first_layers {
+            Some((l, _)) => format!("DynaSpec-PA shortlist, first {l} layers"),
+            None => "DynaSpec-PA shortlist".into(),
         },
         Kind::Same => "model, same tokenizer".into(),
         Kind::Hetero(algo) => format!("{} → {}", algo_label(algo), a.token_drafter.name),

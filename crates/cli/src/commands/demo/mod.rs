@@ -61,7 +61,8 @@ pub(crate) struct Args {
     /// copy inside this binary (for assets rebuilt by `cargo xtask demo-assets`).
     #[arg(long, value_name = "DIR")]
     assets: Option<PathBuf>,
-    /// Two prompts and 24 tokens each: a smoke run that finishes in seconds.
+    /// Two prompts and 24 tokens each, and a small DynaSpec router: a smoke run that finishes in
+    /// seconds.
     #[arg(long)]
     quick: bool,
     /// How many of the prompts to use (default: all; 2 with --quick).
@@ -86,8 +87,8 @@ pub(crate) struct Args {
     #[arg(long)]
     threads: Option<usize>,
     /// Only these methods, comma-separated: prompt, dict, hybrid, ngram, hybrid-ngram, self,
-    /// same, union, tli, rdk, slem, slrs, auto (autoregressive decoding always runs: it is the
-    /// reference). Default: all that the chosen model has.
+    /// dynaspec, same, union, tli, rdk, slem, slrs, auto (autoregressive decoding always runs: it
+    /// is the reference). Default: all that the chosen model has.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     methods: Option<Vec<String>>,
     /// Sampling temperature (0 = greedy, where every method must reproduce the autoregressive
@@ -168,9 +169,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     }
     if let Err(err) = assets.target.first_layers(1) {
         // The burn engine (wgpu, cuda) cannot share a prefix of its layers.
-        if methods.iter().any(|m| m.kind == Kind::FirstLayers) {
-            skipped.push(format!("self-speculative: {err}"));
-            methods.retain(|m| m.kind != Kind::FirstLayers);
+        let early_exit = |m: &&Method| matches!(m.kind, Kind::FirstLayers | Kind::DynaSpec);
+        if methods.iter().any(early_exit) {
+            skipped.push(format!("self-speculative and DynaSpec: {err}"));
+            methods.retain(|m| !early_exit(m));
         }
     }
     if args.temperature > 0.0 {
@@ -198,9 +200,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let verify_seconds = verify_times(&assets.target, &prompts[0].ids, args.gamma + 1)?;
     let verify_cost: Vec<f64> = verify_seconds.iter().map(|t| t / verify_seconds[0].max(1e-12)).collect();
 
-    let mut setup = Setup { assets, first_layers: None, verify_seconds };
+    let mut setup = Setup { assets, first_layers: None, verify_seconds, dynaspec: None };
     let mut first_layer_trials = Vec::new();
-    if methods.iter().any(|m| m.kind == Kind::FirstLayers) {
+    // DynaSpec's row shortlists the self-speculative drafter's head: it needs that drafter's depth.
+    if methods.iter().any(|m| matches!(m.kind, Kind::FirstLayers | Kind::DynaSpec)) {
         let layers = setup.assets.target.config().num_layers;
         let candidates: Vec<usize> = match args.first_layers {
             Some(l) if l == 0 || l >= layers => {
@@ -234,6 +237,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
         progress.finish();
         if let Some((l, _)) = best {
             setup.first_layers = Some((l, setup.assets.target.first_layers(l)?));
+            if methods.iter().any(|m| m.kind == Kind::DynaSpec) {
+                let shortlister = assets::dynaspec_shortlister(&mut setup.assets, &cache, l, args.quick, progress)?;
+                setup.dynaspec = Some(shortlister);
+            }
         }
     }
 

@@ -22,6 +22,8 @@ pub(super) struct Setup {
     pub(super) first_layers: Option<(usize, Llama)>,
     /// Seconds of a target pass over k = 1, 2, … positions (calibration for the γ tuner).
     pub(super) verify_seconds: Vec<f64>,
+    /// The DynaSpec shortlister of the self-speculative drafter, when its row runs.
+    pub(super) dynaspec: Option<anyspec_dynaspec::DynamicShortlister>,
 }
 
 impl Setup {
