@@ -183,6 +183,28 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// The panel layout's products ([`crate::panels`]): for every output `j` of `range`,
+    /// `outs[i][j - range.start]` for the `outs.len()` ≤ [`MAX_M`](crate::matrix::MAX_M)
+    /// activation rows of `x`, with the AVX-512 kernel where this kernel reads panels
+    /// ([`Kernel::reads_panels`]) and the portable one otherwise (the same sums, bit for bit).
+    pub(crate) fn dot_panels(
+        self,
+        element: crate::panels::Element,
+        data: &[u8],
+        cols: usize,
+        range: std::ops::Range<usize>,
+        x: &[f32],
+        outs: &mut [&mut [f32]],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.reads_panels() && crate::sys::avx512_panels::dot_panels(element, data, cols, range.clone(), x, outs) {
+            return;
+        }
+        crate::panels::dot_panels(element, data, cols, range, x, outs);
+    }
+}
+
 /// Per-product data computed before the rows are shared out.
 pub(crate) struct Prepared(
     #[cfg(target_arch = "x86_64")] Option<crate::sys::avx2_q8::QuantizedX>,

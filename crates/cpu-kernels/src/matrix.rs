@@ -574,10 +574,9 @@ impl Matrix {
         }
     }
 
-    /// [`compute`](Self::compute) on the panel layout, `MAX_M` activation rows at a time. A
-    /// gathered product computes each panel it touches in full and keeps the outputs it needs:
-    /// an output's sum does not depend on the range it is computed in, so it is the same
-    /// gathered or not.
+    /// [`compute`](Self::compute) on the panel layout. A gathered product computes each panel
+    /// it touches in full and keeps the outputs it needs: an output's sum does not depend on
+    /// the range it is computed in, so it is the same gathered or not.
     #[allow(clippy::too_many_arguments)]
     fn compute_panels(
         &self,
@@ -589,14 +588,9 @@ impl Matrix {
         select: Option<&[u32]>,
         outs: &mut [&mut [f32]],
     ) {
-        use crate::panels::{PANEL, dot_panels_with};
-        let cols = self.cols;
+        use crate::panels::PANEL;
         let Some(select) = select else {
-            for g in (0..m).step_by(MAX_M) {
-                let group = (m - g).min(MAX_M);
-                let x = &x[g * cols..(g + group) * cols];
-                dot_panels_with(self.kernel, element, data, cols, range.clone(), x, &mut outs[g..g + group]);
-            }
+            self.panel_products(element, data, x, m, range, outs);
             return;
         };
         // The outputs of one panel for all m activation rows: [m][PANEL].
@@ -607,18 +601,31 @@ impl Matrix {
             let (p, lane) = (row / PANEL, row % PANEL);
             if p != current {
                 current = p;
+                let mut panel_outs: Vec<&mut [f32]> = lanes.chunks_exact_mut(PANEL).collect();
                 let rows = p * PANEL..((p + 1) * PANEL).min(self.rows);
-                for g in (0..m).step_by(MAX_M) {
-                    let group = (m - g).min(MAX_M);
-                    let mut panel_outs: Vec<&mut [f32]> =
-                        lanes[g * PANEL..(g + group) * PANEL].chunks_exact_mut(PANEL).collect();
-                    let x = &x[g * cols..(g + group) * cols];
-                    dot_panels_with(self.kernel, element, data, cols, rows.clone(), x, &mut panel_outs);
-                }
+                self.panel_products(element, data, x, m, rows, &mut panel_outs);
             }
             for (i, out) in outs.iter_mut().enumerate() {
                 out[j - range.start] = lanes[i * PANEL + lane];
             }
+        }
+    }
+
+    /// The panel kernel's products of the output rows `range` for the `m` activation rows,
+    /// `MAX_M` at a time.
+    fn panel_products(
+        &self,
+        element: Element,
+        data: &[u8],
+        x: &[f32],
+        m: usize,
+        range: std::ops::Range<usize>,
+        outs: &mut [&mut [f32]],
+    ) {
+        for g in (0..m).step_by(MAX_M) {
+            let group = (m - g).min(MAX_M);
+            let x = &x[g * self.cols..(g + group) * self.cols];
+            self.kernel.dot_panels(element, data, self.cols, range.clone(), x, &mut outs[g..g + group]);
         }
     }
 

@@ -49,6 +49,9 @@ use crate::sys::weight_memory::WeightBuf;
 /// Rows per panel (one 512-bit register of f32 lanes).
 pub(crate) const PANEL: usize = 16;
 
+/// Bytes per stored value (f16 and bf16 alike).
+const VALUE_BYTES: usize = 2;
+
 /// How the values of a panel are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Element {
@@ -66,12 +69,7 @@ impl Element {
         }
     }
 
-    /// Bytes per value.
-    pub(crate) fn bytes(self) -> usize {
-        2
-    }
-
-    /// The value stored at `bytes` (one element's bytes).
+    /// The value stored at `bytes` (one value's two bytes).
     #[inline]
     fn read(self, bytes: &[u8]) -> f32 {
         match self {
@@ -91,22 +89,30 @@ impl Element {
 }
 
 /// Bytes of a panel of `cols` columns.
-pub(crate) fn panel_bytes(element: Element, cols: usize) -> usize {
-    PANEL * cols * element.bytes()
+pub(crate) fn panel_bytes(cols: usize) -> usize {
+    PANEL * cols * VALUE_BYTES
+}
+
+/// Panel `p` of the panels in `data`.
+fn panel(data: &[u8], cols: usize, p: usize) -> &[u8] {
+    &data[p * panel_bytes(cols)..(p + 1) * panel_bytes(cols)]
+}
+
+/// The bytes of column `k`, lane `lane` of a panel.
+fn at(k: usize, lane: usize) -> std::ops::Range<usize> {
+    let start = (k * PANEL + lane) * VALUE_BYTES;
+    start..start + VALUE_BYTES
 }
 
 /// The `[rows, cols]` row-major `values` in panels of `element` (see the module docs). The
 /// values must be representable in `element` exactly (they were widened from it).
 pub(crate) fn pack(element: Element, rows: usize, cols: usize, values: &[f32]) -> WeightBuf {
-    let panels = rows.div_ceil(PANEL);
-    let size = element.bytes();
-    let mut buf = WeightBuf::zeroed(panels * panel_bytes(element, cols));
-    for (p, panel) in buf.chunks_exact_mut(panel_bytes(element, cols)).enumerate() {
+    let mut buf = WeightBuf::zeroed(rows.div_ceil(PANEL) * panel_bytes(cols));
+    for (p, panel) in buf.chunks_exact_mut(panel_bytes(cols)).enumerate() {
         for r in 0..PANEL.min(rows - p * PANEL) {
             let row = &values[(p * PANEL + r) * cols..(p * PANEL + r + 1) * cols];
             for (k, &v) in row.iter().enumerate() {
-                let at = (k * PANEL + r) * size;
-                element.write(v, &mut panel[at..at + size]);
+                element.write(v, &mut panel[at(k, r)]);
             }
         }
     }
@@ -115,18 +121,15 @@ pub(crate) fn pack(element: Element, rows: usize, cols: usize, values: &[f32]) -
 
 /// Row `row` of a panel matrix into `out` (`cols` values).
 pub(crate) fn read_row(element: Element, data: &[u8], cols: usize, row: usize, out: &mut [f32]) {
-    let size = element.bytes();
-    let panel = &data[(row / PANEL) * panel_bytes(element, cols)..][..panel_bytes(element, cols)];
-    let lane = row % PANEL;
+    let (panel, lane) = (panel(data, cols, row / PANEL), row % PANEL);
     for (k, o) in out.iter_mut().enumerate() {
-        let at = (k * PANEL + lane) * size;
-        *o = element.read(&panel[at..at + size]);
+        *o = element.read(&panel[at(k, lane)]);
     }
 }
 
 /// For every output `j` of `range`: `outs[i][j - range.start] = Σ_k W[j, k] · x[i·cols + k]`,
 /// summed in the order of the module docs. Portable: the reference of the SIMD kernel, and
-/// the products on CPUs without it.
+/// the products on CPUs without it ([`crate::Kernel::dot_panels`] picks).
 pub(crate) fn dot_panels(
     element: Element,
     data: &[u8],
@@ -135,16 +138,13 @@ pub(crate) fn dot_panels(
     x: &[f32],
     outs: &mut [&mut [f32]],
 ) {
-    let size = element.bytes();
     for j in range.clone() {
-        let panel = &data[(j / PANEL) * panel_bytes(element, cols)..][..panel_bytes(element, cols)];
-        let lane = j % PANEL;
+        let (panel, lane) = (panel(data, cols, j / PANEL), j % PANEL);
         for (i, out) in outs.iter_mut().enumerate() {
             let xs = &x[i * cols..(i + 1) * cols];
             let (mut even, mut odd) = (0.0f32, 0.0f32);
             for (k, &xv) in xs.iter().enumerate() {
-                let at = (k * PANEL + lane) * size;
-                let w = element.read(&panel[at..at + size]);
+                let w = element.read(&panel[at(k, lane)]);
                 if k % 2 == 0 {
                     even = w.mul_add(xv, even);
                 } else {
@@ -154,24 +154,6 @@ pub(crate) fn dot_panels(
             out[j - range.start] = even + odd;
         }
     }
-}
-
-/// [`dot_panels`] with the fastest implementation this CPU has for `kernel`.
-pub(crate) fn dot_panels_with(
-    kernel: crate::Kernel,
-    element: Element,
-    data: &[u8],
-    cols: usize,
-    range: Range<usize>,
-    x: &[f32],
-    outs: &mut [&mut [f32]],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if kernel.reads_panels() && crate::sys::avx512_panels::dot_panels(element, data, cols, range.clone(), x, outs) {
-        return;
-    }
-    let _ = kernel;
-    dot_panels(element, data, cols, range, x, outs);
 }
 
 #[cfg(test)]
@@ -206,7 +188,7 @@ mod tests {
             let (rows, cols) = (37, 24);
             let w = in_precision(element, &values(rows, cols, 7));
             let buf = pack(element, rows, cols, &w);
-            assert_eq!(buf.len(), 3 * panel_bytes(element, cols));
+            assert_eq!(buf.len(), 3 * panel_bytes(cols));
             let mut row = vec![0.0; cols];
             for r in 0..rows {
                 read_row(element, &buf, cols, r, &mut row);

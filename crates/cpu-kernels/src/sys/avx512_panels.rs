@@ -36,7 +36,7 @@ pub(crate) fn dot_panels(
     let m = outs.len();
     let fits = (1..=8).contains(&m)
         && range.start <= range.end
-        && data.len() >= range.end.div_ceil(PANEL) * panel_bytes(element, cols)
+        && data.len() >= range.end.div_ceil(PANEL) * panel_bytes(cols)
         && x.len() >= m * cols
         && outs.iter().all(|o| o.len() >= range.len());
     if !fits || !supported() {

@@ -6,7 +6,7 @@
 
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
+use burn::backend::{Backend, Dispatch, backend_extension};
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use burn_cubecl::cubecl::prelude::{CubeCount, CubeDim};
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -99,9 +99,7 @@ mod kernel {
 
 /// Whether the kernel runs these inputs: a CubeCL device and f32 tensors.
 pub(super) fn supports(hidden: &Tensor<2>, head: &Tensor<2>) -> bool {
-    hidden.dtype() == DType::F32
-        && head.dtype() == DType::F32
-        && matches!(hidden.device().as_dispatch(), DispatchDevice::Cube(_))
+    hidden.dtype() == DType::F32 && head.dtype() == DType::F32 && super::gathered_head_is_fused(&hidden.device())
 }
 
 /// The gathered head product from the kernel; an error on a device that is not a CubeCL one

@@ -32,9 +32,9 @@ use crate::error::{Error, Result};
 #[cfg(feature = "cubecl")]
 pub use cube::gathered_head_fused;
 
-/// Checks the shapes and ids of a gathered head product; returns `(m, d, n)`.
-pub(crate) fn check(hidden: &Tensor<2>, head: &Tensor<2>, ids: &[u32]) -> Result<(usize, usize, usize)> {
-    let [m, d] = hidden.dims();
+/// Checks the shapes, ids and devices of a gathered head product.
+pub(crate) fn check(hidden: &Tensor<2>, head: &Tensor<2>, ids: &[u32]) -> Result<()> {
+    let [_, d] = hidden.dims();
     let [head_d, vocab] = head.dims();
     if head_d != d {
         return Err(Error::Shape {
@@ -60,7 +60,7 @@ pub(crate) fn check(hidden: &Tensor<2>, head: &Tensor<2>, ids: &[u32]) -> Result
             got: format!("{:?}", head.device()),
         });
     }
-    Ok((m, d, ids.len()))
+    Ok(())
 }
 
 /// `[m, n]` logits of the hidden rows `hidden` (`[m, d]`) over the vocabulary ids `ids` of
