@@ -191,12 +191,14 @@ const STATIC_NOTES: &str = "
   writes `k_second // 2t`, at most one cluster apart).
 - **Timing.** Rows run one after another; on a shared two-core machine the tokens/s and
   in-generation drafter columns move with other load from row to row, so read the interleaved
-  \"head ms\" column for cost. At this commit the gathered head product is slower than the whole
-  one at every size measured: the native engine stores the LM head interleaved in groups of
-  eight rows (for the 8-bit kernel's whole products), and a gathered product computes every
-  group it touches in full (`anyspec_cpu_kernels::Matrix::interleave_rows` says so). A
-  shortlisted head needs a copy in the row layout, or rows ordered by cluster so that a
-  DynaSpec shortlist is a set of whole groups; until then no shortlist policy can be faster.
+  \"head ms\" column for cost. The native engine keeps the LM head interleaved in groups of eight
+  rows (for the 8-bit kernel's whole products), where a gathered product computes every group
+  its ids touch (a union of clusters touches most of them). So each shortlist drafter computes
+  its head from a copy ordered block by block (`anyspec_cpu_kernels::RowBlocks`: the clusters
+  for DynaSpec, the frequency ranking cut at its budgets for FR and PA-FR), each block padded to
+  sixteen rows: a shortlist costs its own rows. The copy is 30 MB for SmolLM2's Q8_0 head. The
+  \"head ms\" of a DynaSpec row is measured on clusters in a fixed order up to the row's mean
+  size (which clusters are routed varies).
 - **Lossless.** Verification is over the full vocabulary; `crates/dynaspec/tests/lossless.rs` holds
   a G-test of sampled sequences through a toy router and greedy equality under every policy.
 ";

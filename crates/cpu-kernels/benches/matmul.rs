@@ -13,7 +13,7 @@
 //! (`.../interleaved`), one after the other in the same run; on a CPU with AVX-512 VNNI the
 //! AVX2 kernel's interleaved case follows (`.../Avx2Q8/interleaved`).
 
-use anyspec_cpu_kernels::{Kernel, Matrix, Threads, WeightFormat, quantize};
+use anyspec_cpu_kernels::{Kernel, Matrix, RowBlocks, Threads, WeightFormat, quantize};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use half::f16;
 use rand::rngs::StdRng;
@@ -138,13 +138,60 @@ fn benches(c: &mut Criterion) {
     let head = weights(WeightFormat::Q8_0, HEAD.0, HEAD.1, &mut rng);
     let select: Vec<u32> = (0..8192).map(|_| rng.random_range(0..HEAD.1 as u32)).collect();
     let x: Vec<f32> = (0..8 * HEAD.0).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let mut y = vec![0.0f32; 8 * select.len()];
+    let mut y = vec![0.0f32; 8 * 8192.max(HEAD.1 / 4)];
     let mut group = c.benchmark_group("q8_0/576x49152/rows8192");
     for pool in &pools {
         for m in [1, 6] {
             group.bench_function(BenchmarkId::new(format!("t{}", pool.count()), m), |b| {
                 b.iter(|| {
                     head.matmul_rows(black_box(&x[..m * HEAD.0]), &select, &mut y[..m * select.len()], pool).unwrap()
+                });
+            });
+        }
+    }
+    group.finish();
+
+    // A DynaSpec shortlist: 32 of 256 clusters of the interleaved head (1/8 of the rows, spread
+    // over the vocabulary), as the whole head's product, a gathered product of the same rows
+    // on the interleaved head, and the product of whole blocks of a copy ordered cluster by
+    // cluster (RowBlocks). The last against the first is the shortlist's gain.
+    let mut head = head;
+    head.interleave_rows();
+    let mut assignment: Vec<(u32, u32)> = (0..HEAD.1 as u32).map(|r| (rng.random_range(0..256u32), r)).collect();
+    assignment.sort_unstable();
+    let mut clusters = vec![Vec::new(); 256];
+    for (c, r) in assignment {
+        clusters[c as usize].push(r);
+    }
+    // Eight disjoint selections that cover the head, one per call in turn: a single one would
+    // stay in the cache (an eighth of the head is 3.8 MB) and measure the cache instead.
+    let selections: Vec<Vec<u32>> = (0..8u32).map(|s| (s..256).step_by(8).collect()).collect();
+    let blocks = RowBlocks::new(&head, clusters).unwrap();
+    let ids: Vec<Vec<u32>> = selections.iter().map(|s| blocks.selected_rows(s)).collect();
+    let most = ids.iter().map(Vec::len).max().unwrap_or(0);
+    let mut y = vec![0.0f32; 8 * most];
+    let mut whole = vec![0.0f32; 8 * HEAD.1];
+    let mut group = c.benchmark_group("q8_0/576x49152/interleaved/shortlist32of256");
+    for pool in &pools {
+        for m in [1, 6] {
+            let x = &x[..m * HEAD.0];
+            let t = pool.count();
+            group.bench_function(BenchmarkId::new(format!("whole/t{t}"), m), |b| {
+                b.iter(|| head.matmul(black_box(x), &mut whole[..m * HEAD.1], pool).unwrap());
+            });
+            let mut turn = 0;
+            group.bench_function(BenchmarkId::new(format!("gathered/t{t}"), m), |b| {
+                b.iter(|| {
+                    turn = (turn + 1) % 8;
+                    let ids = &ids[turn];
+                    head.matmul_rows(black_box(x), ids, &mut y[..m * ids.len()], pool).unwrap()
+                });
+            });
+            group.bench_function(BenchmarkId::new(format!("blocks/t{t}"), m), |b| {
+                b.iter(|| {
+                    turn = (turn + 1) % 8;
+                    let out = &mut y[..m * ids[turn].len()];
+                    blocks.matmul_blocks(black_box(x), &selections[turn], out, pool).unwrap()
                 });
             });
         }

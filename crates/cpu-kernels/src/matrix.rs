@@ -477,6 +477,129 @@ impl Matrix {
         Ok(())
     }
 
+    /// The outputs of the concatenated row ranges `ranges`:
+    /// `y[m*n + o_r + j] = Σ_k x[m*cols + k] · W[ranges[r].start + j, k]`, where `n` is the
+    /// ranges' total length and `o_r` the length of the ranges before range `r`.
+    ///
+    /// On an interleaved matrix ([`interleave_rows`](Self::interleave_rows)) a range that
+    /// starts on a multiple of sixteen rows is computed by the layout's whole-group kernel, at
+    /// the cost of its own rows only (plus the rest of its last group): the product of a
+    /// shortlist made of whole blocks of a matrix ordered block by block ([`crate::RowBlocks`]),
+    /// where [`matmul_rows`](Self::matmul_rows) on scattered rows computes every group it
+    /// touches. Every output equals the same output of [`matmul`](Self::matmul), bit for bit.
+    pub fn matmul_ranges(
+        &self,
+        x: &[f32],
+        ranges: &[std::ops::Range<usize>],
+        y: &mut [f32],
+        threads: &Threads,
+    ) -> Result<()> {
+        let m = self.activation_rows(x)?;
+        if let Some(bad) = ranges.iter().find(|r| r.start > r.end || r.end > self.rows) {
+            return Err(Error::IndexOutOfRange { what: "range end", index: bad.end.max(bad.start), len: self.rows });
+        }
+        let n: usize = ranges.iter().map(|r| r.len()).sum();
+        self.check_y(y, m * n)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let y = &mut y[..m * n];
+        let prepared = self.kernel.prepare(self.stored_format(), x, m, self.cols);
+        let parallel = threads.count() > 1 && n.saturating_mul(self.cols).saturating_mul(m) >= PARALLEL_MIN_MACS;
+        // Work items of about `chunk` outputs each (two per thread, as in `run`), made of whole
+        // ranges and of pieces of long ones cut at multiples of sixteen rows from their start
+        // (so a piece starts on a group pair when its range does).
+        let chunk = if parallel { n.div_ceil(threads.count() * 2).max(16).next_multiple_of(16) } else { n };
+        let mut items: Vec<Vec<std::ops::Range<usize>>> = vec![Vec::new()];
+        let mut filled = 0;
+        for range in ranges.iter().filter(|r| !r.is_empty()) {
+            let mut start = range.start;
+            while start < range.end {
+                if filled >= chunk {
+                    items.push(Vec::new());
+                    filled = 0;
+                }
+                let end = range.end.min(start + (chunk - filled).next_multiple_of(16));
+                items.last_mut().expect("one item at least").push(start..end);
+                filled += end - start;
+                start = end;
+            }
+        }
+        let item_outputs: Vec<usize> = items.iter().map(|item| item.iter().map(|r| r.len()).sum()).collect();
+        let mut parts: Vec<Vec<&mut [f32]>> = (0..items.len()).map(|_| Vec::with_capacity(m)).collect();
+        for row in y.chunks_exact_mut(n) {
+            let mut rest = row;
+            for (part, &len) in parts.iter_mut().zip(&item_outputs) {
+                let (head, tail) = rest.split_at_mut(len);
+                part.push(head);
+                rest = tail;
+            }
+        }
+        let job = |c: usize, part: &mut [Vec<&mut [f32]>]| {
+            let mut offset = 0;
+            for range in &items[c] {
+                let len = range.len();
+                let mut outs: Vec<&mut [f32]> = part[0].iter_mut().map(|s| &mut s[offset..offset + len]).collect();
+                self.compute(&prepared, x, m, range.clone(), None, &mut outs);
+                offset += len;
+            }
+        };
+        if parallel {
+            threads.for_each_chunk_mut(&mut parts, 1, &job);
+        } else {
+            parts.chunks_mut(1).enumerate().for_each(|(c, part)| job(c, part));
+        }
+        Ok(())
+    }
+
+    /// A new matrix whose row `i` is this matrix's row `order[i]`, or a row of zeros for
+    /// `None`, in the same format, with the same kernel, and interleaved (or in panels) when
+    /// this one is. Exact: the rows' bytes are copied as stored. [`crate::RowBlocks`] orders an
+    /// LM head by a partition of the vocabulary with it.
+    pub fn gather_rows(&self, order: &[Option<u32>]) -> Result<Matrix> {
+        if let Some(&bad) = order.iter().flatten().find(|&&r| r as usize >= self.rows) {
+            return Err(Error::IndexOutOfRange { what: "gathered row", index: bad as usize, len: self.rows });
+        }
+        let rows = order.len();
+        check_shape(self.format, rows, self.cols)?;
+        let data = match (&self.data, self.data.grouped()) {
+            (Data::F32(_) | Data::Panels(..), _) => {
+                let mut buf = WeightBuf::zeroed(rows * self.cols * 4);
+                for (values, source) in buf.f32s_mut().chunks_exact_mut(self.cols).zip(order) {
+                    if let Some(r) = source {
+                        self.row_f32(*r as usize, values)?;
+                    }
+                }
+                match &self.data {
+                    // The same layout as this matrix whatever the kernel now (a panel's
+                    // outputs are summed in another order than a row's).
+                    Data::Panels(_, element) => {
+                        Data::Panels(crate::panels::pack(*element, rows, self.cols, buf.f32s()), *element)
+                    }
+                    _ => Data::F32(buf),
+                }
+            }
+            (_, groups) => {
+                let mut buf = WeightBuf::zeroed(rows * self.row_bytes);
+                for (bytes, source) in buf.chunks_exact_mut(self.row_bytes).zip(order) {
+                    let Some(r) = source.map(|r| r as usize) else { continue };
+                    match (groups, self.row_ref(r)) {
+                        (Some(groups), _) => self.interleaved_row(groups, r, bytes),
+                        (None, RowRef::Blocks(b)) => bytes.copy_from_slice(b),
+                        (None, RowRef::F32(_)) => unreachable!("f32 rows are gathered above"),
+                    }
+                }
+                Data::Blocks(buf)
+            }
+        };
+        let row_bytes = if matches!(data, Data::F32(_) | Data::Panels(..)) { self.cols * 4 } else { self.row_bytes };
+        let mut out = Matrix { format: self.format, rows, cols: self.cols, row_bytes, data, kernel: self.kernel };
+        if self.data.grouped().is_some() {
+            out.interleave_rows();
+        }
+        Ok(out)
+    }
+
     fn activation_rows(&self, x: &[f32]) -> Result<usize> {
         if !x.len().is_multiple_of(self.cols) {
             return Err(Error::NotMultiple { what: "x length", value: x.len(), multiple: self.cols });

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyspec_core::{Draft, DraftBuilder, Drafter, SamplingConfig};
-use anyspec_models::{KvCache, Llama};
+use anyspec_models::{HeadBlocks, KvCache, Llama, PrunedHead};
 use rand::RngCore;
 
 use crate::error::Error;
@@ -24,6 +24,19 @@ pub enum HeadPolicy {
     Frequency(FrequencyShortlister),
     /// DynaSpec: routed clusters (DynaSpec-F or -PA by the budget).
     Dynamic(Box<DynamicShortlister>),
+}
+
+impl HeadPolicy {
+    /// The partition of the vocabulary the policy's shortlists are made of, whole blocks at a
+    /// time (with EOS besides): DynaSpec's clusters, or the frequency ranking cut at its
+    /// budgets; `None` for the full head.
+    pub fn blocks(&self) -> Option<Vec<Vec<u32>>> {
+        match self {
+            HeadPolicy::Full => None,
+            HeadPolicy::Frequency(f) => Some(f.blocks()),
+            HeadPolicy::Dynamic(d) => Some((0..d.clusters().len()).map(|m| d.clusters().members(m).to_vec()).collect()),
+        }
+    }
 }
 
 /// What the drafter did so far.
@@ -52,6 +65,10 @@ impl ShortlistStats {
 pub struct ShortlistDrafter {
     model: Llama,
     policy: HeadPolicy,
+    /// The policy's shortlists as whole blocks of the vocabulary (DynaSpec's clusters, the
+    /// frequency ranking cut at its budgets), with the head ordered block by block on the
+    /// native engine: a shortlist then costs its own rows (`None` for the full head).
+    blocks: Option<HeadBlocks>,
     target_vocab: usize,
     cache: KvCache,
     /// Tokens in `cache`, and the final hidden state after each.
@@ -71,6 +88,39 @@ impl ShortlistDrafter {
     /// When the policy's vocabulary or the router's width disagree with the model, or the model
     /// has more ids than the target.
     pub fn new(model: Llama, policy: HeadPolicy, target_vocab: usize) -> crate::Result<Self> {
+        Self::check(&model, &policy, target_vocab)?;
+        let blocks =
+            policy.blocks().map(|b| model.head_blocks(b)).transpose().map_err(|e| {
+                Error::invalid(format!("cannot order the drafter's head by the shortlist's blocks: {e}"))
+            })?;
+        Self::build(model, policy, target_vocab, blocks)
+    }
+
+    /// [`ShortlistDrafter::new`] with the head ordered by the policy's blocks made once
+    /// beforehand (`model.head_blocks(policy.blocks())`, a copy of the head): drafters made
+    /// for one prompt after another then share it.
+    ///
+    /// # Errors
+    /// As [`ShortlistDrafter::new`], and when `blocks` are not the policy's.
+    pub fn with_head_blocks(
+        model: Llama,
+        policy: HeadPolicy,
+        target_vocab: usize,
+        blocks: HeadBlocks,
+    ) -> crate::Result<Self> {
+        let expected = policy.blocks().unwrap_or_default();
+        let same = blocks.len() == expected.len()
+            && expected.iter().enumerate().all(|(b, members)| blocks.members(b) == Some(members.as_slice()));
+        if !same {
+            return Err(Error::invalid(
+                "the head blocks were made for another shortlist policy; make them from this policy's blocks()",
+            ));
+        }
+        Self::check(&model, &policy, target_vocab)?;
+        Self::build(model, policy, target_vocab, Some(blocks))
+    }
+
+    fn check(model: &Llama, policy: &HeadPolicy, target_vocab: usize) -> crate::Result<()> {
         let c = model.config();
         if c.vocab_size > target_vocab {
             return Err(Error::invalid(format!(
@@ -90,10 +140,15 @@ impl ShortlistDrafter {
                 c.hidden_size
             )));
         }
+        Ok(())
+    }
+
+    fn build(model: Llama, policy: HeadPolicy, target_vocab: usize, blocks: Option<HeadBlocks>) -> crate::Result<Self> {
         let cache = model.new_cache();
         Ok(ShortlistDrafter {
             model,
             policy,
+            blocks,
             target_vocab,
             cache,
             fed: Vec::new(),
@@ -116,13 +171,13 @@ impl ShortlistDrafter {
         Ok(logits)
     }
 
-    /// The ids the head is evaluated on at draft position `t` for the current token `x_t`
-    /// (`None`: every id).
-    fn shortlist(&mut self, t: usize, token: u32) -> anyspec_core::Result<Option<Vec<u32>>> {
+    /// The blocks the head is evaluated on at draft position `t` for the current token `x_t`,
+    /// and the EOS ids it keeps besides (`None`: every id).
+    fn shortlist(&mut self, t: usize, token: u32) -> anyspec_core::Result<Option<(Vec<u32>, Vec<u32>)>> {
         let started = Instant::now();
-        let ids = match &self.policy {
+        let picked = match &self.policy {
             HeadPolicy::Full => None,
-            HeadPolicy::Frequency(f) => Some(f.shortlist(t).ids().to_vec()),
+            HeadPolicy::Frequency(f) => Some((f.blocks_at(t), f.eos().to_vec())),
             HeadPolicy::Dynamic(d) => {
                 let embedding = self.model.embedding(token).map_err(model_error)?;
                 // H̃_{t−1}: the hidden state after the token before x_t (zeros at the very start).
@@ -134,11 +189,11 @@ impl ShortlistDrafter {
                         &zeros
                     }
                 };
-                Some(d.shortlist(t, &embedding, prev)?.ids().to_vec())
+                Some((d.selected(t, &embedding, prev)?, d.eos().to_vec()))
             }
         };
         self.stats.router_time += started.elapsed();
-        Ok(ids)
+        Ok(picked)
     }
 }
 
@@ -170,18 +225,23 @@ impl Drafter for ShortlistDrafter {
         let mut token = context[context.len() - 1];
         let mut draft = DraftBuilder::new(sampling, max_tokens);
         for t in 0..max_tokens {
-            let ids = self.shortlist(t, token)?;
+            let picked = self.shortlist(t, token)?;
             let started = Instant::now();
-            let head = ids.as_deref().map(|ids| self.model.pruned_head(ids)).transpose().map_err(model_error)?;
+            let head = match (&picked, &self.blocks) {
+                (Some((selected, eos)), Some(blocks)) => {
+                    Some(self.model.pruned_head_blocks(blocks, selected, eos).map_err(model_error)?)
+                }
+                _ => None,
+            };
             let logits = self.feed(&[token], head.as_ref())?;
             self.stats.forward_time += started.elapsed();
             self.stats.positions += 1;
-            self.stats.shortlist_tokens += ids.as_ref().map_or(c.vocab_size, Vec::len) as u64;
+            self.stats.shortlist_tokens += head.as_ref().map_or(c.vocab_size, PrunedHead::len) as u64;
             // The logits over the target's vocabulary: −∞ outside the shortlist.
             let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
-            match &ids {
+            match &head {
                 None => row[..logits.len()].copy_from_slice(&logits),
-                Some(ids) => ids.iter().zip(&logits).for_each(|(&id, &l)| row[id as usize] = l),
+                Some(head) => head.ids().iter().zip(&logits).for_each(|(&id, &l)| row[id as usize] = l),
             }
             token = draft.push_from_logits(&row, rng)?;
         }

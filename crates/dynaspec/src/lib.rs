@@ -16,8 +16,11 @@
 //!   written atomically, refused against another model ([`model_fingerprint`]).
 //!
 //! - [`ShortlistDrafter`]: a model drafter (the self-speculative first layers) whose head is
-//!   evaluated by the gathered head product on the shortlist of each draft position, under a
-//!   [`HeadPolicy`] (full, FR/PA-FR, DynaSpec-F/PA); the target verifies over the full vocabulary.
+//!   evaluated only on the shortlist of each draft position, under a [`HeadPolicy`] (full,
+//!   FR/PA-FR, DynaSpec-F/PA); the target verifies over the full vocabulary. Every policy's
+//!   shortlists are whole blocks of a partition (clusters; the frequency ranking cut at its
+//!   budgets), and the drafter's head is a copy ordered block by block
+//!   (`anyspec_models::Llama::head_blocks`), so a shortlist costs its own rows.
 //! - [`build_router`]: the whole offline build for a model and corpus text (clusters, training
 //!   data from the drafter's hidden states and the target's distributions, training, held-out
 //!   recall beside FR-Spec at equal size).

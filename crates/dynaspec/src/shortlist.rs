@@ -130,6 +130,11 @@ impl DynamicShortlister {
         Ok(self.union(&selected))
     }
 
+    /// The end-of-sequence ids every shortlist keeps.
+    pub fn eos(&self) -> &[u32] {
+        &self.eos
+    }
+
     /// The union of clusters `selected`, with EOS.
     pub fn union(&self, selected: &[u32]) -> Shortlist {
         let mut ids: Vec<u32> = selected.iter().flat_map(|&m| self.clusters.members(m as usize)).copied().collect();
@@ -143,9 +148,12 @@ impl DynamicShortlister {
 /// FR-Spec and PA-FR: the `K_fr(t)` most frequent tokens of a corpus ranking, with EOS.
 #[derive(Clone, Debug)]
 pub struct FrequencyShortlister {
-    /// One shortlist per distinct budget, built once: `(tokens, shortlist)`.
+    /// One shortlist per distinct budget, built once: `(tokens, shortlist)`, ascending.
     built: Vec<(usize, Shortlist)>,
     budget: TokenBudget,
+    /// The ranking's first `built.last().0` tokens.
+    ranked: Vec<u32>,
+    eos: Vec<u32>,
 }
 
 impl FrequencyShortlister {
@@ -177,7 +185,36 @@ impl FrequencyShortlister {
                 Shortlist::new(ids, vocab, &eos).map(|s| (k, s))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(FrequencyShortlister { built, budget })
+        let ranked = ranking[..built.last().map_or(0, |(k, _)| *k)].to_vec();
+        Ok(FrequencyShortlister { built, budget, ranked, eos })
+    }
+
+    /// The ranking cut at the distinct budget sizes: block `b` holds the tokens ranked between
+    /// the `b`-th smallest budget and the next, so the shortlist of any position is whole
+    /// blocks `0..=b` (see [`FrequencyShortlister::blocks_at`]) plus EOS.
+    pub fn blocks(&self) -> Vec<Vec<u32>> {
+        let mut start = 0;
+        self.built
+            .iter()
+            .map(|(k, _)| {
+                let block = self.ranked[start..*k].to_vec();
+                start = *k;
+                block
+            })
+            .collect()
+    }
+
+    /// The blocks of [`FrequencyShortlister::blocks`] that make the shortlist at draft position
+    /// `t` (with [`FrequencyShortlister::eos`]).
+    pub fn blocks_at(&self, t: usize) -> Vec<u32> {
+        let k = self.budget.tokens_at(t.min(63));
+        let last = self.built.iter().position(|(size, _)| *size == k).unwrap_or(0);
+        (0..=last as u32).collect()
+    }
+
+    /// The end-of-sequence ids every shortlist keeps.
+    pub fn eos(&self) -> &[u32] {
+        &self.eos
     }
 
     /// The budget.
@@ -254,6 +291,15 @@ mod tests {
         assert_eq!(pa.shortlist(1).len(), 7);
         assert_eq!(pa.shortlist(2).ids(), &[3, 5, 9]); // ⌊6/3⌋ = 2 tokens, then EOS
         assert_eq!(pa.shortlist(100).ids(), &[5, 9]);
+        // The same shortlists as whole blocks of the ranking: blocks 0..=b of the position's.
+        let blocks = pa.blocks();
+        for t in 0..8 {
+            let mut ids: Vec<u32> = pa.blocks_at(t).iter().flat_map(|&b| blocks[b as usize].clone()).collect();
+            ids.extend_from_slice(pa.eos());
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids, pa.shortlist(t).ids(), "t = {t}");
+        }
         assert!(FrequencyShortlister::new(&[1, 1], 10, TokenBudget::Fixed { k: 1 }, &[]).is_err());
         assert!(FrequencyShortlister::new(&ranking, 10, TokenBudget::Fixed { k: 7 }, &[]).is_err());
     }

@@ -177,3 +177,32 @@ fn a_router_for_another_model_is_refused() {
     let e = ShortlistDrafter::new(model, HeadPolicy::Dynamic(Box::new(d)), VOCAB).unwrap_err().to_string();
     assert!(e.contains("build the router for this model"), "{e}");
 }
+
+#[test]
+fn head_blocks_of_another_policy_are_refused_and_shared_ones_draft_alike() {
+    let model = model();
+    let drafter_model = model.first_layers(1).unwrap();
+    let dynamic = HeadPolicy::Dynamic(Box::new(toy_dynamic(1, &drafter_model)));
+    let ranking: Vec<u32> = (0..VOCAB as u32).rev().collect();
+    let frequency = HeadPolicy::Frequency(
+        FrequencyShortlister::new(&ranking, VOCAB, TokenBudget::Fixed { k: 100 }, &[EOS]).unwrap(),
+    );
+    let wrong = model.head_blocks(frequency.blocks().unwrap()).unwrap();
+    let e = ShortlistDrafter::with_head_blocks(drafter_model.clone(), dynamic.clone(), VOCAB, wrong)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another shortlist policy"), "{e}");
+    // Blocks made once from the full model (sharing its head with the drafter) draft exactly as
+    // the drafter's own.
+    let shared = model.head_blocks(dynamic.blocks().unwrap()).unwrap();
+    let mut a = ShortlistDrafter::with_head_blocks(drafter_model.clone(), dynamic.clone(), VOCAB, shared).unwrap();
+    let mut b = ShortlistDrafter::new(drafter_model, dynamic, VOCAB).unwrap();
+    let context = [1u32, 54, 260, 223, 83, 87];
+    let greedy = SamplingConfig::greedy();
+    let mut rng = StdRng::seed_from_u64(0);
+    let da = a.propose(&context, 5, &greedy, &mut rng).unwrap();
+    let db = b.propose(&context, 5, &greedy, &mut rng).unwrap();
+    assert_eq!(da.tokens.len(), 5);
+    assert_eq!(da.tokens, db.tokens);
+    assert_eq!(a.stats().shortlist_tokens, b.stats().shortlist_tokens);
+}

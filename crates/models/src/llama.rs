@@ -59,6 +59,9 @@ pub struct PrunedHead {
     /// rows of its head in place, and the burn engine on a CubeCL device runs the gathered
     /// head kernel: neither needs a copy.
     pub(crate) weight: Option<Tensor<2>>,
+    /// Made of whole blocks of a native model's ordered head copy
+    /// ([`Llama::pruned_head_blocks`](crate::Llama::pruned_head_blocks)).
+    pub(crate) blocks: Option<crate::head_blocks::PickedBlocks>,
 }
 
 impl PrunedHead {
@@ -173,11 +176,11 @@ impl BurnLlama {
             return Err(Error::TokenOutOfRange { token, vocab_size: self.config.vocab_size });
         }
         if anyspec_kernels::gathered_head_is_fused(&self.device) {
-            return Ok(PrunedHead { ids: ids.to_vec(), weight: None });
+            return Ok(PrunedHead { ids: ids.to_vec(), weight: None, blocks: None });
         }
         let index: Vec<i64> = ids.iter().map(|&t| i64::from(t)).collect();
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [ids.len()]), &self.device);
-        Ok(PrunedHead { ids: ids.to_vec(), weight: Some(self.lm_head.clone().select(1, index)) })
+        Ok(PrunedHead { ids: ids.to_vec(), weight: Some(self.lm_head.clone().select(1, index)), blocks: None })
     }
 
     /// Full-vocabulary logits of final-norm hidden rows.

@@ -12,12 +12,13 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use anyspec_cpu_kernels::{Kernel, Threads, WeightFormat};
+use anyspec_cpu_kernels::{Kernel, RowBlocks, Threads, WeightFormat};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::cache::BurnCache;
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
+use crate::head_blocks::{HeadBlocks, NativeBlocks, PickedBlocks};
 use crate::llama::{BurnLlama, BurnTree, PrunedHead, TreeNode};
 use crate::native::{NativeCache, NativeLlama, NativeTree};
 use crate::source::WeightSource;
@@ -441,7 +442,7 @@ impl Llama {
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
                 let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
-                let logits = model.logits(&normed, head.map(PrunedHead::ids), threads)?;
+                let logits = model.logits(&normed, head, threads)?;
                 Ok(HiddenRows { hidden: split_rows(normed, logits_rows), logits: split_rows(logits, logits_rows) })
             }
             _ => Err(engine_mismatch("KV cache")),
@@ -476,8 +477,86 @@ impl Llama {
                     return Err(Error::InvalidArgument("a pruned LM head needs at least one vocabulary row".into()));
                 }
                 model.check_tokens(ids)?;
-                Ok(PrunedHead { ids: ids.to_vec(), weight: None })
+                Ok(PrunedHead { ids: ids.to_vec(), weight: None, blocks: None })
             }
+        }
+    }
+
+    /// A partition of the vocabulary into `blocks` (each a list of ids; DynaSpec's token
+    /// clusters, the segments of a frequency ranking) for heads pruned to whole blocks
+    /// ([`Llama::pruned_head_blocks`]). The native engine copies its LM head block by block
+    /// (the head's size again, plus under sixteen rows of padding per block): a shortlist of a
+    /// few blocks then costs its own rows, where [`Llama::pruned_head`]'s gathered product on
+    /// the interleaved head computes every group of eight rows its ids touch. The burn engine
+    /// keeps the blocks only (its gathered kernel reads any rows in place).
+    ///
+    /// # Errors
+    /// When a block names an id outside the vocabulary.
+    pub fn head_blocks(&self, blocks: Vec<Vec<u32>>) -> Result<HeadBlocks> {
+        let vocab = self.config().vocab_size;
+        blocks.iter().try_for_each(|block| self.check_tokens(block))?;
+        let native = match &self.inner {
+            Inner::Burn(_) => None,
+            Inner::Native { model, .. } => {
+                let head = model.lm_head();
+                Some(NativeBlocks { rows: Arc::new(RowBlocks::new(&head, blocks.clone())?), head })
+            }
+        };
+        Ok(HeadBlocks { members: Arc::new(blocks), vocab, native })
+    }
+
+    /// A pruned head ([`Llama::pruned_head`]) over the ids of the blocks `selected` of `blocks`
+    /// (in that order, each block's ids in its order), then those of `extra` not among them:
+    /// the ids of the result, in column order, are [`PrunedHead::ids`]. The logits are those of
+    /// the full head at these ids, bit for bit; on the native engine, with `blocks` made by
+    /// this model (or one sharing its head, [`Llama::first_layers`]), they cost the selected
+    /// blocks' rows.
+    ///
+    /// # Errors
+    /// When a block index is out of range, an extra id is outside the vocabulary, the blocks
+    /// were made for another vocabulary size, or no id is left.
+    pub fn pruned_head_blocks(&self, blocks: &HeadBlocks, selected: &[u32], extra: &[u32]) -> Result<PrunedHead> {
+        let vocab = self.config().vocab_size;
+        if blocks.vocab != vocab {
+            return Err(Error::InvalidArgument(format!(
+                "the head blocks were made for a vocabulary of {} ids, this model has {vocab}; make them with \
+                 Llama::head_blocks on this model",
+                blocks.vocab
+            )));
+        }
+        let mut ids = Vec::new();
+        for &b in selected {
+            let members = blocks.members(b as usize).ok_or_else(|| {
+                Error::InvalidArgument(format!("head block {b} of {}; pick blocks 0..{0}", blocks.len()))
+            })?;
+            ids.extend_from_slice(members);
+        }
+        let in_blocks = ids.len();
+        let extra: Vec<u32> = extra.iter().copied().filter(|e| !ids[..in_blocks].contains(e)).collect();
+        self.check_tokens(&extra)?;
+        ids.extend_from_slice(&extra);
+        let native = match (&self.inner, &blocks.native) {
+            (Inner::Native { model, .. }, Some(native)) if Arc::ptr_eq(&native.head, &model.lm_head()) => {
+                Some(native.clone())
+            }
+            _ => None,
+        };
+        match native {
+            Some(native) if !ids.is_empty() => Ok(PrunedHead {
+                ids,
+                weight: None,
+                blocks: Some(PickedBlocks { native, selected: selected.to_vec(), extra }),
+            }),
+            _ => self.pruned_head(&ids),
+        }
+    }
+
+    /// Checks ids against the vocabulary.
+    fn check_tokens(&self, ids: &[u32]) -> Result<()> {
+        let vocab = self.config().vocab_size;
+        match ids.iter().find(|&&t| t as usize >= vocab) {
+            Some(&token) => Err(Error::TokenOutOfRange { token, vocab_size: vocab }),
+            None => Ok(()),
         }
     }
 
@@ -502,7 +581,7 @@ impl Llama {
         match (&self.inner, &tree.inner) {
             (Inner::Burn(m), TreeInner::Burn(t)) => m.tree_logits(t, rows, head),
             (Inner::Native { model, threads }, TreeInner::Native(t)) => {
-                let flat = model.tree_logits(t, rows, head.map(PrunedHead::ids), threads)?;
+                let flat = model.tree_logits(t, rows, head, threads)?;
                 Ok(self.host_tensor(flat, rows.len()))
             }
             _ => Err(engine_mismatch("token tree")),
@@ -521,7 +600,7 @@ impl Llama {
                 Ok(anyspec_kernels::readback::read_rows(m.tree_logits(t, rows, head)?)?)
             }
             (Inner::Native { model, threads }, TreeInner::Native(t)) => {
-                let flat = model.tree_logits(t, rows, head.map(PrunedHead::ids), threads)?;
+                let flat = model.tree_logits(t, rows, head, threads)?;
                 Ok(split_rows(flat, rows.len()))
             }
             _ => Err(engine_mismatch("token tree")),
@@ -563,7 +642,7 @@ fn native_forward(
     head: Option<&PrunedHead>,
 ) -> Result<Vec<f32>> {
     let normed = model.final_hidden(tokens, cache, rows, threads)?;
-    model.logits(&normed, head.map(PrunedHead::ids), threads)
+    model.logits(&normed, head, threads)
 }
 
 fn split_rows(flat: Vec<f32>, rows: usize) -> Vec<Vec<f32>> {

@@ -72,3 +72,22 @@ fn zero_threads() {
     let err = Threads::new(0).unwrap_err();
     assert!(matches!(err, Error::ZeroThreads), "{err}");
 }
+
+#[test]
+fn row_blocks_refuse_rows_blocks_and_ranges_out_of_range() {
+    use anyspec_cpu_kernels::RowBlocks;
+    let t = Threads::new(1).unwrap();
+    let m = Matrix::from_f32(4, 8, &[1.0; 32]).unwrap();
+    let e = RowBlocks::new(&m, vec![vec![0, 4]]).unwrap_err().to_string();
+    assert!(e.contains("block row") && e.contains('4'), "{e}");
+    let blocks = RowBlocks::new(&m, vec![vec![3, 1], vec![2]]).unwrap();
+    let mut y = [0.0; 3];
+    let e = blocks.matmul_blocks(&[1.0; 8], &[0, 2], &mut y, &t).unwrap_err().to_string();
+    assert!(e.contains("block") && e.contains('2'), "{e}");
+    let e = blocks.matmul_blocks(&[1.0; 8], &[0, 1], &mut y[..2], &t).unwrap_err().to_string();
+    assert!(e.contains('y'), "{e}");
+    blocks.matmul_blocks(&[1.0; 8], &[1, 0], &mut y, &t).unwrap();
+    assert_eq!(y, [8.0; 3]);
+    let e = m.matmul_ranges(&[1.0; 8], &[0..1, 0..5], &mut [0.0; 6], &t).unwrap_err().to_string();
+    assert!(e.contains("range end") && e.contains('5'), "{e}");
+}

@@ -365,3 +365,71 @@ fn shared_bytes_read_in_place_equal_copied_bytes() {
         assert!(Matrix::from_shared_bytes(format, rows, cols, Arc::clone(&owner), usize::MAX).is_err());
     }
 }
+
+#[test]
+fn row_blocks_and_row_ranges_give_the_source_products_bit_for_bit() {
+    // A shortlist made of whole blocks of a matrix copied block by block (a DynaSpec head
+    // ordered by cluster) must score every token exactly as the whole head does: the drafter's
+    // logits, and so its draft, may not depend on how the head was laid out.
+    use anyspec_cpu_kernels::{BLOCK_ALIGN, RowBlocks};
+    let mut rng = StdRng::seed_from_u64(23);
+    let single = Threads::new(1).unwrap();
+    let three = Threads::new(3).unwrap();
+    for format in WeightFormat::ALL {
+        let (rows, cols) = (203, format.block_len().max(32) * 3);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..9 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        // A partition of the rows in shuffled order into blocks of 0, 1, a few and many rows.
+        let mut shuffled: Vec<u32> = (0..rows as u32).collect();
+        for i in (1..rows).rev() {
+            shuffled.swap(i, rng.random_range(0..=i));
+        }
+        let sizes = [1usize, 0, 37, 5, 16, 17, 90];
+        let mut blocks = Vec::new();
+        let mut taken = 0;
+        for &size in &sizes {
+            blocks.push(shuffled[taken..taken + size].to_vec());
+            taken += size;
+        }
+        blocks.push(shuffled[taken..].to_vec());
+        let selected: Vec<u32> = vec![6, 2, 1, 7, 0, 3, 6, 5];
+        for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+            for kernel in kernels() {
+                matrix.set_kernel(kernel).unwrap();
+                let ordered = RowBlocks::new(&matrix, blocks.clone()).unwrap();
+                assert_eq!(ordered.len(), blocks.len());
+                let padded: usize = blocks.iter().map(|b| b.len().next_multiple_of(BLOCK_ALIGN)).sum();
+                assert!(ordered.memory_bytes() >= padded * matrix.memory_bytes() / rows / 2);
+                let kept = ordered.selected_rows(&selected);
+                for (m, threads) in [(1, &single), (1, &three), (3, &three), (8, &single), (9, &three)] {
+                    let mut y = vec![0.0; m * rows];
+                    matrix.matmul(&x[..m * cols], &mut y, threads).unwrap();
+                    let mut b = vec![f32::NAN; m * kept.len()];
+                    ordered.matmul_blocks(&x[..m * cols], &selected, &mut b, threads).unwrap();
+                    for i in 0..m {
+                        for (j, &r) in kept.iter().enumerate() {
+                            assert!(
+                                b[i * kept.len() + j].to_bits() == y[i * rows + r as usize].to_bits(),
+                                "{format} {kernel:?} {layout} m={m}: block output {j} (row {r})"
+                            );
+                        }
+                    }
+                    // Ranges straight on the source, some not starting on a group.
+                    let ranges = [40..41, 0..35, 190..203, 7..7, 3..100];
+                    let n: usize = ranges.iter().map(|r| r.len()).sum();
+                    let mut r = vec![f32::NAN; m * n];
+                    matrix.matmul_ranges(&x[..m * cols], &ranges, &mut r, threads).unwrap();
+                    let want: Vec<usize> = ranges.iter().flat_map(|r| r.clone()).collect();
+                    for i in 0..m {
+                        for (j, &row) in want.iter().enumerate() {
+                            assert!(
+                                r[i * n + j].to_bits() == y[i * rows + row].to_bits(),
+                                "{format} {kernel:?} {layout} m={m}: range output {j} (row {row})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

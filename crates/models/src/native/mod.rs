@@ -25,6 +25,7 @@ pub(crate) use tree::NativeTree;
 
 use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
+use crate::llama::PrunedHead;
 use crate::rope::Rope;
 use crate::source::{RawMatrix, WeightSource};
 
@@ -368,22 +369,43 @@ impl NativeLlama {
         out
     }
 
-    /// Logits of final-norm hidden rows, `[rows, vocab]` (or `[rows, ids.len()]` over the
-    /// vocabulary rows `ids` of a pruned head), flat.
-    pub(crate) fn logits(&self, normed: &[f32], ids: Option<&[u32]>, threads: &Threads) -> Result<Vec<f32>> {
+    /// Logits of final-norm hidden rows, `[rows, vocab]` (or `[rows, head.len()]` over the
+    /// vocabulary rows of a pruned head), flat.
+    pub(crate) fn logits(&self, normed: &[f32], head: Option<&PrunedHead>, threads: &Threads) -> Result<Vec<f32>> {
         let rows = normed.len() / self.config.hidden_size;
-        Ok(match ids {
-            None => {
-                let mut out = vec![0.0; rows * self.config.vocab_size];
-                self.lm_head.matmul(normed, &mut out, threads)?;
-                out
+        let Some(head) = head else {
+            let mut out = vec![0.0; rows * self.config.vocab_size];
+            self.lm_head.matmul(normed, &mut out, threads)?;
+            return Ok(out);
+        };
+        let n = head.ids.len();
+        let mut out = vec![0.0; rows * n];
+        match head.blocks.as_ref().filter(|b| Arc::ptr_eq(&b.native.head, &self.lm_head)) {
+            // Whole blocks of the ordered copy, then the extra ids gathered from the head.
+            Some(picked) => {
+                let extra = picked.extra.len();
+                let blocks = n - extra;
+                if extra == 0 {
+                    picked.native.rows.matmul_blocks(normed, &picked.selected, &mut out, threads)?;
+                } else {
+                    let mut from_blocks = vec![0.0; rows * blocks];
+                    picked.native.rows.matmul_blocks(normed, &picked.selected, &mut from_blocks, threads)?;
+                    let mut gathered = vec![0.0; rows * extra];
+                    self.lm_head.matmul_rows(normed, &picked.extra, &mut gathered, threads)?;
+                    for (r, row) in out.chunks_exact_mut(n).enumerate() {
+                        row[..blocks].copy_from_slice(&from_blocks[r * blocks..(r + 1) * blocks]);
+                        row[blocks..].copy_from_slice(&gathered[r * extra..(r + 1) * extra]);
+                    }
+                }
             }
-            Some(ids) => {
-                let mut out = vec![0.0; rows * ids.len()];
-                self.lm_head.matmul_rows(normed, ids, &mut out, threads)?;
-                out
-            }
-        })
+            None => self.lm_head.matmul_rows(normed, &head.ids, &mut out, threads)?,
+        }
+        Ok(out)
+    }
+
+    /// The LM head (shared with the models of this one's first layers).
+    pub(crate) fn lm_head(&self) -> Arc<Matrix> {
+        Arc::clone(&self.lm_head)
     }
 
     /// Runs `tokens` (positions `cache.len()..`) against `cache`, appends their keys and values,

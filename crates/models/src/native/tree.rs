@@ -7,6 +7,7 @@ use anyspec_cpu_kernels::Threads;
 use super::cache::{KeyValues, NativeCache};
 use super::{NativeLlama, ops};
 use crate::error::{Error, Result};
+use crate::llama::PrunedHead;
 use crate::llama::{GrownTree, TreeNode, grow_tree};
 
 /// The nodes of a token tree run so far below one KV cache.
@@ -134,12 +135,12 @@ impl NativeLlama {
         Ok(())
     }
 
-    /// Logits after the nodes `rows` of `tree`, flat `[rows.len(), vocab or ids.len()]`.
+    /// Logits after the nodes `rows` of `tree`, flat `[rows.len(), vocab or head.len()]`.
     pub(crate) fn tree_logits(
         &self,
         tree: &NativeTree,
         rows: &[usize],
-        ids: Option<&[u32]>,
+        head: Option<&PrunedHead>,
         threads: &Threads,
     ) -> Result<Vec<f32>> {
         if rows.is_empty() {
@@ -163,6 +164,6 @@ impl NativeLlama {
             }
             gathered.extend_from_slice(&tree.hidden[row * hidden..(row + 1) * hidden]);
         }
-        self.logits(&gathered, ids, threads)
+        self.logits(&gathered, head, threads)
     }
 }

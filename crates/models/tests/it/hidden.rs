@@ -66,3 +66,54 @@ fn embeddings_agree_across_engines_and_bad_tokens_are_refused() {
         }
     }
 }
+
+#[test]
+fn heads_pruned_to_whole_blocks_give_the_full_logits_at_their_ids() {
+    // DynaSpec's shortlists are unions of clusters: on the native engine their logits come from a
+    // copy of the head ordered cluster by cluster. They must be the full head's logits at those
+    // ids, bit for bit (greedy drafting may not depend on the layout), in the documented order.
+    for (name, model) in every_engine() {
+        let ids = reference(&name).input_ids;
+        let vocab = model.config().vocab_size as u32;
+        // Blocks: the vocabulary in a scrambled order, cut into blocks of 1, 0, 5, 17 and the rest.
+        let mut scrambled: Vec<u32> = (0..vocab).collect();
+        scrambled.sort_by_key(|&v| (u64::from(v) * 2_654_435_761) % (1 << 32));
+        let native = model.engine() == anyspec_models::Engine::Native;
+        let cuts = [0usize, 1, 1, 6, 23, vocab as usize];
+        let blocks: Vec<Vec<u32>> = cuts.windows(2).map(|w| scrambled[w[0]..w[1]].to_vec()).collect();
+        let head_blocks = model.head_blocks(blocks.clone()).unwrap();
+        assert_eq!(head_blocks.len(), 5);
+        let plain = model.forward_on_host(&ids, &mut model.new_cache(), 2, None).unwrap();
+        let scale = plain.iter().flatten().fold(1.0f32, |m, v| m.max(v.abs()));
+        let eos = [blocks[3][2], blocks[4][0]]; // one inside a selected block, one not
+        let head = model.pruned_head_blocks(&head_blocks, &[3, 0, 2], &eos).unwrap();
+        let mut want: Vec<u32> = [&blocks[3], &blocks[0], &blocks[2]].into_iter().flatten().copied().collect();
+        want.push(blocks[4][0]);
+        assert_eq!(head.ids(), &want[..], "{name}: ids are the blocks in order, then the extra ones");
+        let logits = model.forward_on_host(&ids, &mut model.new_cache(), 2, Some(&head)).unwrap();
+        for (row, full) in logits.iter().zip(&plain) {
+            for (j, &id) in want.iter().enumerate() {
+                let (got, expected) = (row[j], full[id as usize]);
+                if native {
+                    assert_eq!(got.to_bits(), expected.to_bits(), "{name}: logit of {id}");
+                } else {
+                    assert!((got - expected).abs() <= 1e-4 * scale, "{name}: logit of {id}: {got} vs {expected}");
+                }
+            }
+        }
+        // A model of the first layers shares the head, and so the ordered copy.
+        if native {
+            let drafter = model.first_layers(1).unwrap();
+            let from_full = drafter.pruned_head_blocks(&head_blocks, &[4], &[]).unwrap();
+            let own = drafter.pruned_head(&blocks[4]).unwrap();
+            let a = drafter.forward_on_host(&ids, &mut drafter.new_cache(), 1, Some(&from_full)).unwrap();
+            let b = drafter.forward_on_host(&ids, &mut drafter.new_cache(), 1, Some(&own)).unwrap();
+            assert_eq!(a, b, "{name}: the first layers' logits through the full model's blocks");
+        }
+        let e = model.pruned_head_blocks(&head_blocks, &[5], &[]).unwrap_err().to_string();
+        assert!(e.contains("head block 5 of 5"), "{name}: {e}");
+        let e = model.pruned_head_blocks(&head_blocks, &[0], &[vocab]).unwrap_err().to_string();
+        assert!(e.contains(&vocab.to_string()), "{name}: {e}");
+        assert!(model.head_blocks(vec![vec![vocab]]).is_err(), "{name}: a block outside the vocabulary");
+    }
+}

@@ -159,9 +159,9 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
         }
         Kind::DynaSpec => {
             let (_, model) = setup.first_layers.as_ref().context("the self-speculative drafter was not set up")?;
-            let shortlister = setup.dynaspec.as_ref().context("the DynaSpec router was not set up")?;
+            let (shortlister, blocks) = setup.dynaspec.as_ref().context("the DynaSpec router was not set up")?;
             let policy = HeadPolicy::Dynamic(Box::new(shortlister.clone()));
-            Some(Box::new(ShortlistDrafter::new(model.clone(), policy, a.target_rows)?))
+            Some(Box::new(ShortlistDrafter::with_head_blocks(model.clone(), policy, a.target_rows, blocks.clone())?))
         }
         Kind::Same => {
             let (_, model) = a.same.as_ref().context("this target has no smaller model with its tokenizer")?;

@@ -239,7 +239,9 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
             setup.first_layers = Some((l, setup.assets.target.first_layers(l)?));
             if methods.iter().any(|m| m.kind == Kind::DynaSpec) {
                 let shortlister = assets::dynaspec_shortlister(&mut setup.assets, &cache, l, args.quick, progress)?;
-                setup.dynaspec = Some(shortlister);
+                let policy = anyspec_dynaspec::HeadPolicy::Dynamic(Box::new(shortlister.clone()));
+                let blocks = setup.assets.target.head_blocks(policy.blocks().unwrap_or_default())?;
+                setup.dynaspec = Some((shortlister, blocks));
             }
         }
     }

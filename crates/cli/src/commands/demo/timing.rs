@@ -22,8 +22,9 @@ pub(super) struct Setup {
     pub(super) first_layers: Option<(usize, Llama)>,
     /// Seconds of a target pass over k = 1, 2, … positions (calibration for the γ tuner).
     pub(super) verify_seconds: Vec<f64>,
-    /// The DynaSpec shortlister of the self-speculative drafter, when its row runs.
-    pub(super) dynaspec: Option<anyspec_dynaspec::DynamicShortlister>,
+    /// The DynaSpec shortlister of the self-speculative drafter, when its row runs, and the
+    /// drafter's head ordered by its clusters (made once, shared by the row's drafters).
+    pub(super) dynaspec: Option<(anyspec_dynaspec::DynamicShortlister, anyspec_models::HeadBlocks)>,
 }
 
 impl Setup {

@@ -11,7 +11,7 @@ use anyspec_dynaspec::{
     ClusterBudget, DynamicShortlister, FrequencyShortlister, HeadPolicy, RouterFile, ShortlistDrafter, TokenBudget,
     model_fingerprint,
 };
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, LoadOptions};
+use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, LoadOptions, PrunedHead};
 use rand::SeedableRng;
 use serde::Serialize;
 
@@ -132,16 +132,69 @@ fn spec_bench_prompts(path: &Path, per_category: usize) -> anyhow::Result<Vec<(S
     Ok(out)
 }
 
-fn time_forward(model: &Llama, ids: Option<&[u32]>, context: &[u32]) -> anyhow::Result<f64> {
-    let head = ids.map(|ids| model.pruned_head(ids)).transpose()?;
+fn time_forward(model: &Llama, head: Option<&PrunedHead>, context: &[u32]) -> anyhow::Result<f64> {
     let mut cache = model.new_cache();
-    model.forward_with_hidden(context, &mut cache, 1, head.as_ref())?;
+    model.forward_with_hidden(context, &mut cache, 1, head)?;
     let started = Instant::now();
     let n = 48;
     for i in 0..n {
-        model.forward_with_hidden(&[context[i % context.len()]], &mut cache, 1, head.as_ref())?;
+        model.forward_with_hidden(&[context[i % context.len()]], &mut cache, 1, head)?;
     }
     Ok(started.elapsed().as_secs_f64() * 1e3 / n as f64)
+}
+
+/// How a row's drafter evaluates its head.
+#[derive(Clone, Copy, PartialEq)]
+enum HeadKind {
+    Full,
+    /// A prefix of the frequency ranking.
+    Ranked,
+    /// A union of routed clusters.
+    Clusters,
+}
+
+/// For each row, a head of its kind at its mean shortlist size, as its drafter computes it
+/// (`None`: the whole head): the first ranked tokens in blocks of sixteen of a head copy
+/// ordered by rank, or clusters (in a fixed order spread over the partition, since which
+/// clusters are routed varies) of a head copy ordered by cluster until the size is reached.
+fn heads_at_mean_size(
+    drafter: &Llama,
+    rows: &[Row],
+    kinds: &[HeadKind],
+    ranking: &[u32],
+    clusters: &anyspec_dynaspec::Clusters,
+) -> anyhow::Result<Vec<Option<PrunedHead>>> {
+    let vocab = drafter.config().vocab_size;
+    let ranked = drafter.head_blocks(ranking.chunks(16).map(<[u32]>::to_vec).collect())?;
+    let by_cluster = drafter.head_blocks((0..clusters.len()).map(|m| clusters.members(m).to_vec()).collect())?;
+    let mut spread: Vec<u32> = (0..clusters.len() as u32).collect();
+    spread.sort_by_key(|&m| (u64::from(m) * 2_654_435_761) % (1 << 32));
+    rows.iter()
+        .zip(kinds)
+        .map(|(row, kind)| {
+            let size = (row.mean_shortlist.round() as usize).clamp(1, vocab);
+            Ok(match kind {
+                HeadKind::Full => None,
+                HeadKind::Ranked => {
+                    let blocks: Vec<u32> = (0..size.div_ceil(16) as u32).collect();
+                    Some(drafter.pruned_head_blocks(&ranked, &blocks, &[])?)
+                }
+                HeadKind::Clusters => {
+                    let mut total = 0;
+                    let picked: Vec<u32> = spread
+                        .iter()
+                        .copied()
+                        .take_while(|&m| {
+                            let take = total < size;
+                            total += clusters.members(m as usize).len();
+                            take
+                        })
+                        .collect();
+                    Some(drafter.pruned_head_blocks(&by_cluster, &picked, &[])?)
+                }
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()> {
@@ -180,6 +233,9 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
     let frequency = |budget| -> anyhow::Result<HeadPolicy> {
         Ok(HeadPolicy::Frequency(FrequencyShortlister::new(&ranking, c.vocab_size, budget, &eos)?))
     };
+    // Each row's head is timed below as the drafter computes it: whole, a prefix of the
+    // frequency ranking (whole blocks of a copy ordered by rank), or routed clusters (whole
+    // blocks of a copy ordered by cluster).
     let mut policies: Vec<(String, HeadPolicy)> = vec![("full head".into(), HeadPolicy::Full)];
     for &k in &args.fr_sizes {
         policies.push((format!("FR-{k}"), frequency(TokenBudget::Fixed { k })?));
@@ -197,7 +253,8 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         .map(|(_, p)| -> anyhow::Result<Vec<u32>> { Ok(tokenizer.encode(&checkpoint.chat_prompt(None, p)?)?) })
         .collect::<anyhow::Result<_>>()?;
     let context = &encoded[0];
-    let layers_ms = time_forward(&drafter, Some(&[0]), context)?;
+    let one_token = drafter.pruned_head(&[0])?;
+    let layers_ms = time_forward(&drafter, Some(&one_token), context)?;
     let full_head_ms = time_forward(&drafter, None, context)?;
 
     let config = GenerationConfig {
@@ -211,6 +268,14 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
     let mut reference: Vec<Vec<u32>> = Vec::new();
     progress.start("generating", Some((policies.len() * encoded.len()) as u64), ProgressUnit::Items);
     let mut full = (0.0, 0.0);
+    let kinds: Vec<HeadKind> = policies
+        .iter()
+        .map(|(_, p)| match p {
+            HeadPolicy::Full => HeadKind::Full,
+            HeadPolicy::Frequency(_) => HeadKind::Ranked,
+            HeadPolicy::Dynamic(_) => HeadKind::Clusters,
+        })
+        .collect();
     for (name, policy) in policies {
         let mut d = ShortlistDrafter::new(drafter.clone(), policy, c.vocab_size)?;
         let (mut steps, mut generated, mut wall) = (0u64, 0u64, Duration::ZERO);
@@ -255,14 +320,13 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
     progress.finish();
     // The head's cost at each row's mean shortlist size, robust to a machine whose load drifts:
     // every round times every size once (a 1-token head first), the median of the rounds is kept.
-    let sizes: Vec<usize> = rows.iter().map(|r| (r.mean_shortlist.round() as usize).clamp(1, c.vocab_size)).collect();
+    let heads = heads_at_mean_size(&drafter, &rows, &kinds, &ranking, &file.clusters)?;
     let rounds = 7;
-    let mut samples = vec![Vec::with_capacity(rounds); sizes.len() + 1];
+    let mut samples = vec![Vec::with_capacity(rounds); heads.len() + 1];
     for _ in 0..rounds {
-        samples[0].push(time_forward(&drafter, Some(&ranking[..1]), context)?);
-        for (i, &size) in sizes.iter().enumerate() {
-            let ids = if size == c.vocab_size { None } else { Some(&ranking[..size]) };
-            samples[i + 1].push(time_forward(&drafter, ids, context)?);
+        samples[0].push(time_forward(&drafter, Some(&one_token), context)?);
+        for (i, head) in heads.iter().enumerate() {
+            samples[i + 1].push(time_forward(&drafter, head.as_ref(), context)?);
         }
     }
     let median = |v: &mut Vec<f64>| {
