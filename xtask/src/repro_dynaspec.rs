@@ -134,9 +134,10 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
          {}-token head, so the head is {:.0}% of the drafter. \"recovered\" = tokens per step / the full head's; \
          \"speed\" = tokens/s / the full head's, in the same run. Every row must give the full head's output \
          (greedy verification over the full vocabulary).\n\n\
-         \"head ms\" is the head's share of one drafter position at the row's mean shortlist size (median of \
-         7 rounds interleaved across rows, minus a 1-token head): the figure least disturbed by other load on \
-         the machine; tokens/s and the in-generation drafter ms are wall-clock figures of one pass each.\n\n\
+         \"head ms\" is the head's product alone on one hidden row at the row's mean shortlist size, as the \
+         row's drafter computes it (median of 7 rounds interleaved across rows, each the mean of 48 calls): the \
+         figure least disturbed by other load on the machine; tokens/s and the in-generation drafter ms are \
+         wall-clock figures of one pass each.\n\n\
          | policy | tokens/step | tokens/s | mean shortlist | vocab % | head ms | drafter ms/position | router ms/position | recovered | speed | same output |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
         bench["prompts"],

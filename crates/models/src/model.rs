@@ -449,6 +449,34 @@ impl Llama {
         }
     }
 
+    /// The logits of final-norm hidden rows (`[rows, hidden]` flat, as
+    /// [`Llama::forward_with_hidden`] returns them) through the LM head, or through the pruned
+    /// `head`: `[rows, vocab]` or `[rows, head.len()]`, flat. The head's product alone, with no
+    /// layer: what a shortlist saves is measured with it.
+    ///
+    /// # Errors
+    /// When `hidden` is empty or not a multiple of the hidden size.
+    pub fn logits_of_hidden(&self, hidden: &[f32], head: Option<&PrunedHead>) -> Result<Vec<f32>> {
+        let width = self.config().hidden_size;
+        if hidden.is_empty() || !hidden.len().is_multiple_of(width) {
+            return Err(Error::InvalidArgument(format!(
+                "hidden rows of {} values are not whole rows of the hidden size {width}",
+                hidden.len()
+            )));
+        }
+        match &self.inner {
+            Inner::Burn(m) => {
+                let rows = self.host_tensor(hidden.to_vec(), hidden.len() / width);
+                let logits = match head {
+                    None => m.head_logits(rows)?,
+                    Some(head) => m.pruned_logits(rows, head)?,
+                };
+                Ok(anyspec_kernels::readback::read_rows(logits)?.concat())
+            }
+            Inner::Native { model, threads } => model.logits(hidden, head, threads),
+        }
+    }
+
     /// The LM head's rows, `[vocab, hidden]` flat and row-major (row `v` is token `v`'s output
     /// weights), dequantized exactly: what DynaSpec clusters.
     pub fn lm_head_rows(&self) -> Result<Vec<f32>> {

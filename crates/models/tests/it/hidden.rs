@@ -91,6 +91,13 @@ fn heads_pruned_to_whole_blocks_give_the_full_logits_at_their_ids() {
         want.push(blocks[4][0]);
         assert_eq!(head.ids(), &want[..], "{name}: ids are the blocks in order, then the extra ones");
         let logits = model.forward_on_host(&ids, &mut model.new_cache(), 2, Some(&head)).unwrap();
+        // The head alone on the hidden rows gives the same logits.
+        let hidden = model.forward_with_hidden(&ids, &mut model.new_cache(), 2, None).unwrap().hidden.concat();
+        let alone = model.logits_of_hidden(&hidden, Some(&head)).unwrap();
+        assert_eq!(alone, logits.concat(), "{name}: the pruned head alone");
+        let full = model.logits_of_hidden(&hidden, None).unwrap();
+        assert_eq!(full, plain.concat(), "{name}: the full head alone");
+        assert!(model.logits_of_hidden(&hidden[1..], None).is_err(), "{name}: a partial hidden row");
         for (row, full) in logits.iter().zip(&plain) {
             for (j, &id) in want.iter().enumerate() {
                 let (got, expected) = (row[j], full[id as usize]);
