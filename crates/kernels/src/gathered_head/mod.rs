@@ -4,8 +4,9 @@
 //! the router selects, a shortlist that changes at every drafting step. Gathering the
 //! shortlisted rows of the head into a new matrix and multiplying it copies `n · d` floats per
 //! step before doing `m · n · d` multiply-adds with them; the gathered product reads each kept
-//! row where it lies. The native CPU engine does this in its own kernel
-//! (`anyspec_cpu_kernels::Matrix::matmul_rows`); this module does it on a burn device.
+//! row where it lies. The native CPU engine has its own kernels
+//! (`anyspec_cpu_kernels::Matrix::matmul_rows`, and `RowBlocks` for shortlists made of whole
+//! clusters); this module does it on a burn device.
 //!
 //! Two bodies compute `out[i, j] = Σ_k hidden[i, k] · head[k, ids[j]]`:
 //! - [`gathered_head_reference`]: plain burn tensor ops (a `select` of the kept columns, then a

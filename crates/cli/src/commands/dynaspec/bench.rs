@@ -68,8 +68,9 @@ struct Row {
     vocab_share: f64,
     drafter_ms_per_position: f64,
     router_ms_per_position: f64,
-    /// Median drafter position at this row's mean shortlist size (gathered head product), ms,
-    /// from rounds interleaved across rows; and the head's part (minus a 1-token head).
+    /// A drafter position at this row's mean shortlist size, ms: a 1-token-head position plus
+    /// `head_ms_at_mean`, the head's product alone as this row's drafter computes it (medians
+    /// of rounds interleaved across rows).
     position_ms_at_mean: f64,
     head_ms_at_mean: f64,
     recovered: f64,
