@@ -85,6 +85,11 @@ impl Clusters {
         &self.members[m]
     }
 
+    /// Every cluster's tokens, cluster by cluster: the partition as a list of blocks.
+    pub fn all_members(&self) -> &[Vec<u32>] {
+        &self.members
+    }
+
     /// Sizes of every cluster.
     pub fn sizes(&self) -> Vec<usize> {
         self.members.iter().map(Vec::len).collect()

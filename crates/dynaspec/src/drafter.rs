@@ -34,7 +34,7 @@ impl HeadPolicy {
         match self {
             HeadPolicy::Full => None,
             HeadPolicy::Frequency(f) => Some(f.blocks()),
-            HeadPolicy::Dynamic(d) => Some((0..d.clusters().len()).map(|m| d.clusters().members(m).to_vec()).collect()),
+            HeadPolicy::Dynamic(d) => Some(d.clusters().all_members().to_vec()),
         }
     }
 }

@@ -207,9 +207,13 @@ impl FrequencyShortlister {
     /// The blocks of [`FrequencyShortlister::blocks`] that make the shortlist at draft position
     /// `t` (with [`FrequencyShortlister::eos`]).
     pub fn blocks_at(&self, t: usize) -> Vec<u32> {
+        (0..=self.built_index(t) as u32).collect()
+    }
+
+    /// The index in `built` of the budget at draft position `t`.
+    fn built_index(&self, t: usize) -> usize {
         let k = self.budget.tokens_at(t.min(63));
-        let last = self.built.iter().position(|(size, _)| *size == k).unwrap_or(0);
-        (0..=last as u32).collect()
+        self.built.iter().position(|(size, _)| *size == k).unwrap_or(0)
     }
 
     /// The end-of-sequence ids every shortlist keeps.
@@ -224,9 +228,7 @@ impl FrequencyShortlister {
 
     /// The shortlist at draft position `t`.
     pub fn shortlist(&self, t: usize) -> &Shortlist {
-        let k = self.budget.tokens_at(t.min(63));
-        let i = self.built.iter().position(|(size, _)| *size == k).unwrap_or(0);
-        &self.built[i].1
+        &self.built[self.built_index(t)].1
     }
 }
 

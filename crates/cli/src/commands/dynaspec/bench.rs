@@ -179,7 +179,7 @@ fn heads_at_mean_size(
 ) -> anyhow::Result<Vec<Option<PrunedHead>>> {
     let vocab = drafter.config().vocab_size;
     let ranked = drafter.head_blocks(ranking.chunks(16).map(<[u32]>::to_vec).collect())?;
-    let by_cluster = drafter.head_blocks((0..clusters.len()).map(|m| clusters.members(m).to_vec()).collect())?;
+    let by_cluster = drafter.head_blocks(clusters.all_members().to_vec())?;
     let mut spread: Vec<u32> = (0..clusters.len() as u32).collect();
     spread.sort_by_key(|&m| (u64::from(m) * 2_654_435_761) % (1 << 32));
     rows.iter()
