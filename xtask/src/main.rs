@@ -129,10 +129,10 @@ enum Repro {
         #[arg(long, default_value = "../shared")]
         data: PathBuf,
     },
-    /// DynaSpec on SmolLM2-135M-Instruct: router build (recall per budget beside FR-Spec) and
-    /// greedy speculative decoding with the self-speculative drafter under full head, FR, PA-FR,
-    /// DynaSpec-F and DynaSpec-PA, written to reports/dynaspec.md and reports/dynaspec.png.
-    /// Runs the release CLI (a few minutes).
+    /// DynaSpec on SmolLM2-135M-Instruct: router builds (recall per budget beside FR-Spec) and
+    /// greedy speculative decoding with the EAGLE drafter and the self-speculative drafter under
+    /// full head, FR, PA-FR, DynaSpec-F and DynaSpec-PA, written to reports/dynaspec.md and
+    /// reports/dynaspec.png. Runs the release CLI (about fifteen minutes).
     Dynaspec {
         /// The GGUF model (default: SmolLM2-135M-Instruct Q4_1 in the model cache).
         #[arg(long)]
@@ -149,6 +149,13 @@ enum Repro {
         /// New tokens per prompt.
         #[arg(long, default_value_t = 64)]
         max_new_tokens: usize,
+        /// The EAGLE drafter benched beside the self-speculative one (its router is built over
+        /// the model's own features).
+        #[arg(long, default_value = "assets/demo/eagle-smollm2.safetensors")]
+        eagle: PathBuf,
+        /// Bench the self-speculative drafter only.
+        #[arg(long)]
+        no_eagle: bool,
     },
     /// hetero-vocab-sd Tables 4, 5, 6, 8 and 9 on the tokenizers in `<data>/tokenizers`, written
     /// to reports/vocab.md.
@@ -164,12 +171,20 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Repro { which } => match which {
             Repro::Vocab { data } => repro_vocab::run(&data),
-            Repro::Dynaspec { model, drafter_layers, max_positions, per_category, max_new_tokens } => {
+            Repro::Dynaspec { model, drafter_layers, max_positions, per_category, max_new_tokens, eagle, no_eagle } => {
                 let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
                 let model = crate::fetch_models::smollm2_or(model.as_deref())?;
+                let eagle = (!no_eagle).then(|| if eagle.is_absolute() { eagle } else { root.join(eagle) });
                 repro_dynaspec::run(
                     &root,
-                    &repro_dynaspec::Options { model, drafter_layers, max_positions, per_category, max_new_tokens },
+                    &repro_dynaspec::Options {
+                        model,
+                        drafter_layers,
+                        max_positions,
+                        per_category,
+                        max_new_tokens,
+                        eagle,
+                    },
                 )
             }
             Repro::Lookbehind { data } => repro_lookbehind::run(&data),

@@ -1,8 +1,9 @@
-//! `cargo xtask repro dynaspec`: DynaSpec on SmolLM2-135M-Instruct with its self-speculative
-//! drafter. Builds the router with `anyspec dynaspec build` (the CLI, release mode) from the
-//! target's own answers (`assets/demo/target-outputs.txt.gz`), runs `anyspec dynaspec bench` on
-//! the demo's Spec-Bench prompts (disjoint from that text), and writes `reports/dynaspec.md` and
-//! `reports/dynaspec.png`.
+//! `cargo xtask repro dynaspec`: DynaSpec on SmolLM2-135M-Instruct with two drafters: the
+//! self-speculative one (the target's first layers) and the committed EAGLE feature drafter
+//! (`assets/demo/eagle-smollm2.safetensors`, the paper's setting). Builds each drafter's router
+//! with `anyspec dynaspec build` (the CLI, release mode) from the target's own answers
+//! (`assets/demo/target-outputs.txt.gz`), runs `anyspec dynaspec bench` on the demo's Spec-Bench
+//! prompts (disjoint from that text), and writes `reports/dynaspec.md` and `reports/dynaspec.png`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +19,8 @@ pub(crate) struct Options {
     pub(crate) max_positions: usize,
     pub(crate) per_category: usize,
     pub(crate) max_new_tokens: usize,
+    /// The EAGLE drafter to bench as well (`None`: the self-speculative drafter only).
+    pub(crate) eagle: Option<PathBuf>,
 }
 
 fn anyspec(args: &[String]) -> anyhow::Result<Value> {
@@ -37,45 +40,75 @@ pub(crate) fn run(root: &Path, options: &Options) -> anyhow::Result<()> {
     if !options.model.is_file() {
         bail!("{} is missing; run cargo xtask fetch-models (SmolLM2-135M-Instruct Q4_1)", options.model.display());
     }
-    let router = std::env::temp_dir().join(format!("anyspec-repro-dynaspec-{}.safetensors", std::process::id()));
     let s = |p: &Path| p.display().to_string();
-    let build = anyspec(&[
-        "dynaspec".into(),
-        "build".into(),
-        "--model".into(),
-        s(&options.model),
-        "--corpus".into(),
-        s(&corpus),
-        "-o".into(),
-        s(&router),
-        "--force".into(),
-        "--drafter-layers".into(),
-        options.drafter_layers.to_string(),
-        "--max-positions".into(),
-        options.max_positions.to_string(),
-        "--json".into(),
-    ])?;
-    let bench = anyspec(&[
-        "dynaspec".into(),
-        "bench".into(),
-        "--model".into(),
-        s(&options.model),
-        "--router".into(),
-        s(&router),
-        "--prompts".into(),
-        s(&prompts),
-        "--per-category".into(),
-        options.per_category.to_string(),
-        "--corpus".into(),
-        s(&corpus),
-        "--max-new-tokens".into(),
-        options.max_new_tokens.to_string(),
-        "--json".into(),
-    ])?;
+    let router_at = |layers: Option<usize>, path: &Path| -> anyhow::Result<Value> {
+        let mut args = vec![
+            "dynaspec".into(),
+            "build".into(),
+            "--model".into(),
+            s(&options.model),
+            "--corpus".into(),
+            s(&corpus),
+            "-o".into(),
+            s(path),
+            "--force".into(),
+            "--max-positions".into(),
+            options.max_positions.to_string(),
+            "--json".into(),
+        ];
+        match layers {
+            Some(l) => args.extend(["--drafter-layers".into(), l.to_string()]),
+            None => args.push("--all-layers".into()),
+        }
+        anyspec(&args)
+    };
+    let bench = |router: &Path, eagle: Option<&Path>| -> anyhow::Result<Value> {
+        let mut args = vec![
+            "dynaspec".into(),
+            "bench".into(),
+            "--model".into(),
+            s(&options.model),
+            "--router".into(),
+            s(router),
+            "--prompts".into(),
+            s(&prompts),
+            "--per-category".into(),
+            options.per_category.to_string(),
+            "--corpus".into(),
+            s(&corpus),
+            "--max-new-tokens".into(),
+            options.max_new_tokens.to_string(),
+            "--json".into(),
+        ];
+        if let Some(path) = eagle {
+            args.extend(["--eagle".into(), s(path)]);
+        }
+        anyspec(&args)
+    };
+    let temp =
+        |what: &str| std::env::temp_dir().join(format!("anyspec-repro-{what}-{}.safetensors", std::process::id()));
+    let router = temp("dynaspec");
+    let build = router_at(Some(options.drafter_layers), &router)?;
+    let self_bench = bench(&router, None)?;
     std::fs::remove_file(&router).ok();
+    let eagle = match &options.eagle {
+        Some(path) => {
+            let router = temp("dynaspec-all-layers");
+            let build = router_at(None, &router)?;
+            let bench = bench(&router, Some(path))?;
+            std::fs::remove_file(&router).ok();
+            let info = anyspec(&["dynaspec".into(), "inspect".into(), s(path), "--json".into()])?;
+            Some((build, bench, info))
+        }
+        None => None,
+    };
     let png = root.join("reports/dynaspec.png");
-    let drew = plot(&bench, &png)?;
-    let report = markdown(&build, &bench, drew);
+    let mut plotted = vec![("self-speculative", &self_bench)];
+    if let Some((_, bench, _)) = &eagle {
+        plotted.push(("EAGLE", bench));
+    }
+    let drew = plot(&plotted, &png)?;
+    let report = markdown(&build, &self_bench, eagle.as_ref(), drew);
     std::fs::write(root.join("reports/dynaspec.md"), report).context("writing reports/dynaspec.md")?;
     Ok(())
 }
@@ -84,18 +117,49 @@ fn f(v: &Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or(f64::NAN)
 }
 
-fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
-    let b = &build["build"];
+fn markdown(build: &Value, bench: &Value, eagle: Option<&(Value, Value, Value)>, drew: bool) -> String {
     let mut md = String::from(
-        "# DynaSpec on SmolLM2-135M-Instruct (Q4_1), self-speculative drafter\n\n\
-         Regenerate with `cargo xtask repro dynaspec` (release CLI; a few minutes on two cores).\n\
+        "# DynaSpec on SmolLM2-135M-Instruct (Q4_1)\n\n\
+         Regenerate with `cargo xtask repro dynaspec` (release CLI; about fifteen minutes on two cores).\n\
          Paper: DynaSpec (shared/papers/dynaspec.txt) — EAGLE-2 drafters on Llama-3-8B (128k vocabulary) \
-         on an A6000; ours: the first layers of a 135M model (49,152 × 576 head) on a CPU, greedy. \
+         on an A6000; ours: a 135M model (49,152 × 576 head) on a CPU, greedy, with two drafters: the \
+         untrained self-speculative one (the target's first layers) and a one-layer EAGLE drafter trained \
+         on the target's features on this CPU (the paper's setting, at a far smaller scale). \
          Its Table 1: DynaSpec recovers 98.4% of full-vocabulary mean accepted length (3.83 / 3.89) \
          against 93.6% for FR-Spec-32k (3.64); Table 2: DynaSpec 2.25× vs FR-Spec 2.13× vs EAGLE-2 1.93×.\n\n",
     );
-    md.push_str(&format!(
-        "## Router\n\n{} clusters (spherical k-means of the normalized head rows; sizes min / median / max = {} / {} / {}), \
+    if let Some((router, bench, info)) = eagle {
+        md.push_str(&format!(
+            "## EAGLE drafter\n\n`assets/demo/eagle-smollm2.safetensors`: {} decoder layer over `[E(x_(t+1)), f_t]` \
+             predicting the target's next final-norm hidden state, trained by `anyspec dynaspec eagle` on {} positions \
+             of `{}` for {} epochs (window {}, smooth-L1 on the feature + 0.1 × cross-entropy over the {} most \
+             frequent tokens through the target's frozen head). Loss {}; held-out top-1 agreement with the target \
+             (teacher-forced features, the first draft token's acceptance at greedy) {}.\n\n",
+            info["layers"],
+            info["positions"],
+            info["corpus"].as_str().unwrap_or(""),
+            info["epochs"],
+            info["window"],
+            info["ce_shortlist"],
+            fmt_log(&info["loss_log"]),
+            fmt_log(&info["valid_accuracy"]),
+        ));
+        md.push_str(&router_section(router, "Router of the EAGLE drafter (the target's own features)"));
+        md.push_str(&bench_section(bench, "Speculative decoding, EAGLE drafter"));
+    }
+    md.push_str(&router_section(build, "Router of the self-speculative drafter"));
+    md.push_str(&bench_section(bench, "Speculative decoding, self-speculative drafter"));
+    if drew {
+        md.push_str("\n![head time vs shortlist size](dynaspec.png)\n");
+    }
+    md.push_str(STATIC_NOTES);
+    md
+}
+
+fn router_section(build: &Value, title: &str) -> String {
+    let b = &build["build"];
+    let mut md = format!(
+        "## {title}\n\n{} clusters (spherical k-means of the normalized head rows; sizes min / median / max = {} / {} / {}), \
          router over the first {} layers' hidden state, labels = clusters of the target's top {} next tokens \
          ({:.2} positive clusters per position), {} training positions of `{}`, {} epochs. \
          Loss {} (held-out {}).\n\n\
@@ -115,7 +179,7 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
         fmt_log(&b["loss_log"]),
         fmt_log(&b["valid_log"]),
         b["valid_positions"],
-    ));
+    );
     for r in b["recall"].as_array().into_iter().flatten() {
         md.push_str(&format!(
             "| {} | {:.0} | {:.1}% | {:.4} | {:.4} | {:.4} | {:.4} |\n",
@@ -128,9 +192,14 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
             f(r, "fr_top1_hit"),
         ));
     }
-    md.push_str(&format!(
-        "\n## Speculative decoding\n\n{} prompts of `assets/demo/specbench-prompts.json` × {} new tokens, greedy, γ = {}, \
-         drafter = first {} layers. One drafter position costs {:.2} ms with a 1-token head and {:.2} ms with the full \
+    md.push('\n');
+    md
+}
+
+fn bench_section(bench: &Value, title: &str) -> String {
+    let mut md = format!(
+        "## {title}\n\n{} prompts of `assets/demo/specbench-prompts.json` × {} new tokens, greedy, γ = {}, \
+         drafter = {}. One drafter position costs {:.2} ms with a 1-token head and {:.2} ms with the full \
          {}-token head, so the head is {:.0}% of the drafter. \"recovered\" = tokens per step / the full head's; \
          \"speed\" = tokens/s / the full head's, in the same run. Every row must give the full head's output \
          (greedy verification over the full vocabulary).\n\n\
@@ -143,12 +212,12 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
         bench["prompts"],
         bench["new_tokens"],
         bench["gamma"],
-        bench["drafter_layers"],
+        bench["drafter"].as_str().unwrap_or(""),
         f(bench, "layers_ms"),
         f(bench, "full_head_ms"),
         bench["vocab_size"],
         100.0 * (f(bench, "full_head_ms") - f(bench, "layers_ms")) / f(bench, "full_head_ms"),
-    ));
+    );
     for r in bench["rows"].as_array().into_iter().flatten() {
         md.push_str(&format!(
             "| {} | {:.3} | {:.2} | {:.0} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.1}% | {:.3}× | {} |\n",
@@ -165,10 +234,7 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
             if r["same_output_as_full"].as_bool() == Some(true) { "yes" } else { "NO" },
         ));
     }
-    if drew {
-        md.push_str("\n![head time vs shortlist size](dynaspec.png)\n");
-    }
-    md.push_str(STATIC_NOTES);
+    md.push('\n');
     md
 }
 
@@ -176,14 +242,13 @@ fn markdown(build: &Value, bench: &Value, drew: bool) -> String {
 const STATIC_NOTES: &str = "
 ## How this differs from the paper
 
-- **Drafter.** The paper's drafter is an EAGLE-2 head trained on the target's features; ours is the
-  untrained early-exit drafter (the target's first layers, then its final norm and head). Its
-  acceptance on SmolLM2 is low (the demo's report measures it too), so the tokens-per-step
-  column can only show that no shortlist *loses* acceptance, not the 93.6% vs 98.4% contrast of
-  Table 1. An EAGLE-style one-layer drafter trained on SmolLM2's features would be the paper's
-  setting: it needs hidden-state capture over a corpus (the router build already does this),
-  a one-layer Llama block trained with `anyspec-train`, and a drafter that feeds it the target's
-  features — not built yet.
+- **Drafters.** The paper's drafter is an EAGLE-2 head trained on the target's features for
+  hours on GPUs. Ours: (1) a one-layer EAGLE-1-style drafter (no tree, one draft path) trained
+  on this CPU on SmolLM2's own answers (`anyspec dynaspec eagle`; its record is above), whose
+  router reads the target's own features (`dynaspec build --all-layers`); and (2) the untrained
+  early-exit drafter (the target's first layers, then its final norm and head), whose acceptance
+  is so low that no shortlist changes what it proposes: its table only shows that no shortlist
+  *loses* acceptance. The EAGLE drafter's acceptance does depend on the shortlist.
 - **Router input.** `[E(x_t), H̃_{t−1}]` as in §4.2. On a CPU there is no second stream to
   overlap the router with, so its time is added to the drafter's (the router column).
 - **Labels.** The clusters of the target's top-4 next tokens (the paper: the full-vocabulary
@@ -201,7 +266,8 @@ const STATIC_NOTES: &str = "
   \"head ms\" of a DynaSpec row is measured on clusters in a fixed order up to the row's mean
   size (which clusters are routed varies).
 - **Lossless.** Verification is over the full vocabulary; `crates/dynaspec/tests/lossless.rs` holds
-  a G-test of sampled sequences through a toy router and greedy equality under every policy.
+  a G-test of sampled sequences through a toy router and greedy equality under every policy, and
+  `crates/dynaspec/tests/eagle.rs` the same for the EAGLE drafter.
 ";
 
 fn fmt_log(v: &Value) -> String {
@@ -212,28 +278,25 @@ fn fmt_log(v: &Value) -> String {
     }
 }
 
-fn plot(bench: &Value, path: &Path) -> anyhow::Result<bool> {
+fn plot(benches: &[(&str, &Value)], path: &Path) -> anyhow::Result<bool> {
     if !crate::plot::register_font()? {
         return Ok(false);
     }
-    // (policy, shortlist %, head ms, tokens/step recovered %)
-    let rows: Vec<(String, f64, f64, f64)> = bench["rows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let name = r["policy"].as_str().unwrap_or("").to_string();
-            (name, 100.0 * f(r, "vocab_share"), f(r, "head_ms_at_mean"), 100.0 * f(r, "recovered"))
+    // (drafter: policy, shortlist %, head ms, tokens/step recovered %)
+    let rows: Vec<(String, f64, f64, f64)> = benches
+        .iter()
+        .flat_map(|(drafter, bench)| {
+            bench["rows"].as_array().into_iter().flatten().map(move |r| {
+                let name = format!("{drafter}: {}", r["policy"].as_str().unwrap_or(""));
+                (name, 100.0 * f(r, "vocab_share"), f(r, "head_ms_at_mean"), 100.0 * f(r, "recovered"))
+            })
         })
         .collect();
     let y_max = rows.iter().map(|r| r.2).fold(0.1, f64::max) * 1.25;
     let root = BitMapBackend::new(path, (1000, 620)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "DynaSpec on SmolLM2-135M (self-speculative drafter): LM-head time vs shortlist size",
-            ("sans-serif", 20),
-        )
+        .caption("DynaSpec on SmolLM2-135M: LM-head time vs shortlist size", ("sans-serif", 20))
         .margin(20)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -245,7 +308,7 @@ fn plot(bench: &Value, path: &Path) -> anyhow::Result<bool> {
         .label_style(("sans-serif", 14))
         .draw()?;
     for (i, (name, x, y, recovered)) in rows.iter().enumerate() {
-        let color = if name.starts_with("DynaSpec") {
+        let color = if name.contains("DynaSpec") {
             RGBColor(214, 39, 40)
         } else if name.contains("FR") {
             RGBColor(31, 119, 180)

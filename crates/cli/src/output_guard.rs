@@ -88,6 +88,8 @@ fn example(dir: &Path, kind: ArtifactKind) -> PathBuf {
         ArtifactKind::CountShard => "part.counts",
         ArtifactKind::VocabMap => "target-drafter.vmap",
         ArtifactKind::Shortlist => "drafter.shortlist",
+        ArtifactKind::Router => "router.safetensors",
+        ArtifactKind::FeatureDrafter => "eagle.safetensors",
         _ => "affinity.safetensors",
     })
 }

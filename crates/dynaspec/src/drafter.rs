@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyspec_core::{Draft, DraftBuilder, Drafter, SamplingConfig};
-use anyspec_models::{HeadBlocks, KvCache, Llama, PrunedHead};
+use anyspec_models::{FeatureModel, FeatureTap, HeadBlocks, KvCache, Llama, PrunedHead};
 use rand::RngCore;
 
 use crate::error::Error;
@@ -59,11 +59,18 @@ impl ShortlistStats {
     }
 }
 
-/// A model drafter (the target's first layers, or a smaller model with the target's tokenizer)
-/// under a [`HeadPolicy`].
+/// A model drafter under a [`HeadPolicy`]: the target's first layers or a smaller model with the
+/// target's tokenizer ([`ShortlistDrafter::new`]), or an EAGLE-style feature drafter that runs
+/// on the target's own hidden states and shares its head ([`ShortlistDrafter::features`], the
+/// backbone of the paper's experiments).
 #[derive(Debug)]
 pub struct ShortlistDrafter {
+    /// The model whose head (and embeddings, and configuration) drafts: the drafting model, or
+    /// the target for a feature drafter.
     model: Llama,
+    /// `Some` for a feature drafter: its layers, and the target's features as verification
+    /// records them. Its cache pairs `(x_{i+1}, f_i)` for `i` in `0..fed.len()`.
+    features: Option<(FeatureModel, FeatureTap)>,
     policy: HeadPolicy,
     /// The policy's shortlists as whole blocks of the vocabulary (DynaSpec's clusters, the
     /// frequency ranking cut at its budgets), with the head ordered block by block on the
@@ -143,10 +150,38 @@ impl ShortlistDrafter {
         Ok(())
     }
 
+    /// An EAGLE-style feature drafter (`anyspec_models::FeatureModel`) under `policy`, reading
+    /// the target's features from `tap` (give the same tap to the target,
+    /// `LlamaTarget::with_feature_tap`). Its head is the target's: `blocks`, when given, are
+    /// `feature.target().head_blocks(policy.blocks())`, made once and shared.
+    ///
+    /// It drafts nothing until the target has scored the context (the first step of a prompt is
+    /// then a plain target step).
+    ///
+    /// # Errors
+    /// As [`ShortlistDrafter::with_head_blocks`].
+    pub fn features(
+        feature: FeatureModel,
+        tap: FeatureTap,
+        policy: HeadPolicy,
+        blocks: Option<HeadBlocks>,
+    ) -> crate::Result<Self> {
+        let target = feature.target().clone();
+        let target_vocab = target.config().vocab_size;
+        let mut drafter = match blocks {
+            Some(blocks) => Self::with_head_blocks(target, policy, target_vocab, blocks)?,
+            None => Self::new(target, policy, target_vocab)?,
+        };
+        drafter.cache = feature.new_cache();
+        drafter.features = Some((feature, tap));
+        Ok(drafter)
+    }
+
     fn build(model: Llama, policy: HeadPolicy, target_vocab: usize, blocks: Option<HeadBlocks>) -> crate::Result<Self> {
         let cache = model.new_cache();
         Ok(ShortlistDrafter {
             model,
+            features: None,
             policy,
             blocks,
             target_vocab,
@@ -173,7 +208,12 @@ impl ShortlistDrafter {
 
     /// The blocks the head is evaluated on at draft position `t` for the current token `x_t`,
     /// and the EOS ids it keeps besides (`None`: every id).
-    fn shortlist(&mut self, t: usize, token: u32) -> anyspec_core::Result<Option<(Vec<u32>, Vec<u32>)>> {
+    fn shortlist(
+        &mut self,
+        t: usize,
+        token: u32,
+        previous: Option<&[f32]>,
+    ) -> anyspec_core::Result<Option<(Vec<u32>, Vec<u32>)>> {
         let started = Instant::now();
         let picked = match &self.policy {
             HeadPolicy::Full => None,
@@ -182,8 +222,8 @@ impl ShortlistDrafter {
                 let embedding = self.model.embedding(token).map_err(model_error)?;
                 // H̃_{t−1}: the hidden state after the token before x_t (zeros at the very start).
                 let zeros;
-                let prev = match self.hidden.last() {
-                    Some(h) => h.as_slice(),
+                let prev = match previous {
+                    Some(h) => h,
                     None => {
                         zeros = vec![0.0; self.model.config().hidden_size];
                         &zeros
@@ -195,6 +235,103 @@ impl ShortlistDrafter {
         self.stats.router_time += started.elapsed();
         Ok(picked)
     }
+}
+
+impl ShortlistDrafter {
+    /// The head's shortlist for draft position `t` (router time counted as such) as a pruned
+    /// head, its making counted as drafter time (`None`: the full head).
+    fn head_at(&mut self, t: usize, token: u32, previous: Option<&[f32]>) -> anyspec_core::Result<Option<PrunedHead>> {
+        let picked = self.shortlist(t, token, previous)?;
+        let started = Instant::now();
+        let head = match (&picked, &self.blocks) {
+            (Some((selected, eos)), Some(blocks)) => {
+                Some(self.model.pruned_head_blocks(blocks, selected, eos).map_err(model_error)?)
+            }
+            _ => None,
+        };
+        self.stats.forward_time += started.elapsed();
+        Ok(head)
+    }
+
+    /// Counts one draft position whose forward pass started at `started`.
+    fn count_position(&mut self, started: Instant, head: Option<&PrunedHead>) {
+        self.stats.forward_time += started.elapsed();
+        self.stats.positions += 1;
+        self.stats.shortlist_tokens += head.map_or(self.model.config().vocab_size, PrunedHead::len) as u64;
+    }
+
+    /// EAGLE drafting (Li et al. 2024, §4.1): the pairs `(x_{i+1}, f_i)` of the context with the
+    /// target's recorded features, then one pair per drafted token with the feature the drafter
+    /// predicted. The drafted pairs leave the cache afterwards: the target's true features
+    /// replace them once verified.
+    fn propose_from_features(
+        &mut self,
+        context: &[u32],
+        max_tokens: usize,
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<Draft> {
+        let Some((feature, tap)) = self.features.clone() else { return Ok(Draft::empty()) };
+        let n = context.len();
+        // f_{n−2} predicts x_{n−1}, the last context token: without it there is no first pair.
+        if n < 2 || tap.len() < n - 1 {
+            return Ok(Draft::empty());
+        }
+        let true_pairs = n - 1;
+        // The last true pair, `(x_{n−1}, f_{n−2})`, is always run again: its output is the first
+        // drafted feature. It runs in the same pass as the pairs verification added since the
+        // last call (one pass over the layer's weights for all of them).
+        let common = self.fed.iter().zip(&context[1..]).take_while(|(a, b)| a == b).count().min(true_pairs - 1);
+        self.cache.truncate(common);
+        self.fed.truncate(common);
+        let recorded = tap.features(common..true_pairs).ok_or_else(|| missing_features(n))?;
+        let started = Instant::now();
+        let mut predicted =
+            feature.forward(&context[common + 1..n], &recorded, &mut self.cache, 1).map_err(model_error)?;
+        self.stats.forward_time += started.elapsed();
+        self.fed.extend_from_slice(&context[common + 1..n]);
+        // H̃_{t−1} of the router: the feature before x_t (the target's own f_{n−2} at t = 0).
+        let mut previous = recorded[recorded.len() - feature.hidden_size()..].to_vec();
+        let mut token = context[n - 1];
+        let mut draft = DraftBuilder::new(sampling, max_tokens);
+        let result = (|| {
+            for t in 0..max_tokens {
+                let head = self.head_at(t, token, Some(&previous))?;
+                let started = Instant::now();
+                let logits = self.model.logits_of_hidden(&predicted, head.as_ref()).map_err(model_error)?;
+                self.count_position(started, head.as_ref());
+                token = draft.push_from_logits(&self.target_row(&logits, head.as_ref()), rng)?;
+                if t + 1 < max_tokens {
+                    let started = Instant::now();
+                    let next = feature.forward(&[token], &predicted, &mut self.cache, 1).map_err(model_error)?;
+                    self.stats.forward_time += started.elapsed();
+                    self.fed.push(token);
+                    previous = std::mem::replace(&mut predicted, next);
+                }
+            }
+            Ok(())
+        })();
+        // Only pairs of the target's true features stay.
+        self.cache.truncate(true_pairs);
+        self.fed.truncate(true_pairs);
+        result.map(|()| draft.finish())
+    }
+
+    /// Logits over the target's vocabulary: −∞ outside the shortlist.
+    fn target_row(&self, logits: &[f32], head: Option<&PrunedHead>) -> Vec<f32> {
+        let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
+        match head {
+            None => row[..logits.len()].copy_from_slice(logits),
+            Some(head) => head.ids().iter().zip(logits).for_each(|(&id, &l)| row[id as usize] = l),
+        }
+        row
+    }
+}
+
+fn missing_features(len: usize) -> anyspec_core::Error {
+    anyspec_core::Error::Drafter(Box::new(Error::invalid(format!(
+        "the target's features of a {len}-token context are not recorded; give the drafter's FeatureTap to the target"
+    ))))
 }
 
 impl Drafter for ShortlistDrafter {
@@ -212,6 +349,9 @@ impl Drafter for ShortlistDrafter {
         if context.len() + max_tokens > c.max_position_embeddings {
             return Ok(Draft::empty());
         }
+        if self.features.is_some() {
+            return self.propose_from_features(context, max_tokens, sampling, rng);
+        }
         // Reuse the common prefix of the cache; the last context token is always fed again, as
         // x_0 of the draft.
         let common = self.fed.iter().zip(context).take_while(|(a, b)| a == b).count().min(context.len() - 1);
@@ -225,25 +365,12 @@ impl Drafter for ShortlistDrafter {
         let mut token = context[context.len() - 1];
         let mut draft = DraftBuilder::new(sampling, max_tokens);
         for t in 0..max_tokens {
-            let picked = self.shortlist(t, token)?;
+            let previous = self.hidden.last().cloned();
+            let head = self.head_at(t, token, previous.as_deref())?;
             let started = Instant::now();
-            let head = match (&picked, &self.blocks) {
-                (Some((selected, eos)), Some(blocks)) => {
-                    Some(self.model.pruned_head_blocks(blocks, selected, eos).map_err(model_error)?)
-                }
-                _ => None,
-            };
             let logits = self.feed(&[token], head.as_ref())?;
-            self.stats.forward_time += started.elapsed();
-            self.stats.positions += 1;
-            self.stats.shortlist_tokens += head.as_ref().map_or(c.vocab_size, PrunedHead::len) as u64;
-            // The logits over the target's vocabulary: −∞ outside the shortlist.
-            let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
-            match &head {
-                None => row[..logits.len()].copy_from_slice(&logits),
-                Some(head) => head.ids().iter().zip(&logits).for_each(|(&id, &l)| row[id as usize] = l),
-            }
-            token = draft.push_from_logits(&row, rng)?;
+            self.count_position(started, head.as_ref());
+            token = draft.push_from_logits(&self.target_row(&logits, head.as_ref()), rng)?;
         }
         Ok(draft.finish())
     }

@@ -41,7 +41,7 @@ pub enum Error {
         /// The version in the file.
         found: String,
     },
-    /// A router file is truncated, fails its checksum or holds inconsistent arrays.
+    /// A router or EAGLE drafter file is truncated, fails its checksum or holds inconsistent arrays.
     #[error("{path} is corrupt: {problem}; rebuild it")]
     Corrupt {
         /// The file.
@@ -49,10 +49,11 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
-    /// A router was built for another model than the one it is used with.
+    /// A router or EAGLE drafter was built for another model than the one it is used with.
     #[error(
         "{path} was built for the model with fingerprint {built_for}, but the model given has fingerprint \
-         {given}; rebuild it with `anyspec dynaspec build --model <this model>` or pass the model it was built for"
+         {given}; rebuild it for this model (`anyspec dynaspec build --model <this model>`, or `anyspec dynaspec eagle` \
+         for an EAGLE drafter) or pass the model it was built for"
     )]
     WrongModel {
         /// The router file.

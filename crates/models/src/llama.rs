@@ -194,6 +194,11 @@ impl BurnLlama {
         Ok(rows.concat())
     }
 
+    /// The final RMSNorm's gain, `[hidden]`, on the host.
+    pub(crate) fn final_norm_weight(&self) -> Result<Vec<f32>> {
+        Ok(anyspec_kernels::readback::read_rows(self.norm.clone())?.concat())
+    }
+
     /// The input embedding of `token`, `[hidden]`, on the host.
     pub(crate) fn embedding(&self, token: u32) -> Result<Vec<f32>> {
         if token as usize >= self.config.vocab_size {

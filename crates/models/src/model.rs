@@ -486,6 +486,27 @@ impl Llama {
         }
     }
 
+    /// The final RMSNorm's gain, `[hidden]`: the scale of the features a feature drafter
+    /// predicts.
+    pub fn final_norm_weight(&self) -> Result<Vec<f32>> {
+        match &self.inner {
+            Inner::Burn(m) => m.final_norm_weight(),
+            Inner::Native { model, .. } => Ok(model.final_norm_weight().to_vec()),
+        }
+    }
+
+    /// The input embedding table, `[vocab, hidden]` flat (the LM head's rows when they are
+    /// tied), dequantized exactly.
+    pub fn embedding_rows(&self) -> Result<Vec<f32>> {
+        match &self.inner {
+            Inner::Burn(_) => {
+                let vocab = self.config().vocab_size as u32;
+                Ok((0..vocab).map(|t| self.embedding(t)).collect::<Result<Vec<_>>>()?.concat())
+            }
+            Inner::Native { model, .. } => Ok(model.embedding_rows()),
+        }
+    }
+
     /// The input embedding of `token`, `[hidden]` (the LM head's row when they are tied).
     pub fn embedding(&self, token: u32) -> Result<Vec<f32>> {
         match &self.inner {
@@ -676,4 +697,29 @@ fn native_forward(
 fn split_rows(flat: Vec<f32>, rows: usize) -> Vec<Vec<f32>> {
     let width = flat.len() / rows.max(1);
     flat.chunks_exact(width.max(1)).map(<[f32]>::to_vec).collect()
+}
+
+impl Llama {
+    /// The native engine's model and threads, `None` on the burn engine.
+    pub(crate) fn native(&self) -> Option<(&Arc<NativeLlama>, &Threads)> {
+        match &self.inner {
+            Inner::Native { model, threads } => Some((model, threads)),
+            Inner::Burn(_) => None,
+        }
+    }
+}
+
+impl KvCache {
+    /// A cache of the native engine.
+    pub(crate) fn from_native(cache: NativeCache) -> Self {
+        KvCache { inner: CacheInner::Native(cache) }
+    }
+
+    /// The native engine's cache, `None` for the burn engine's.
+    pub(crate) fn native_mut(&mut self) -> Option<&mut NativeCache> {
+        match &mut self.inner {
+            CacheInner::Native(c) => Some(c),
+            CacheInner::Burn(_) => None,
+        }
+    }
 }

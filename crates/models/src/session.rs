@@ -12,6 +12,17 @@ use crate::model::{KvCache, Llama, TreeCache};
 /// Most token-tree nodes run, or logit rows read, in one pass.
 const TREE_CHUNK: usize = 1024;
 
+/// What [`Session::logits_and_features_on_host`] ran and read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunFeatures {
+    /// The first position run (the cache held the sequence before it).
+    pub start: usize,
+    /// The final-norm hidden state of every position run, `[run, hidden]` flat.
+    pub features: Vec<f32>,
+    /// The logits of the last rows asked for.
+    pub logits: Vec<Vec<f32>>,
+}
+
 /// A model plus the state of one sequence.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -178,6 +189,29 @@ impl Session {
     /// [`Session::logits`] read back to the host, one vector per row.
     pub fn logits_on_host(&mut self, sequence: &[u32], rows: usize) -> Result<Vec<Vec<f32>>> {
         self.run_on_host(sequence, rows, None)
+    }
+
+    /// [`Session::logits_on_host`] that also returns the final-norm hidden state of every
+    /// position it ran (what a feature drafter reads): the first position run, those hidden
+    /// rows `[run, hidden]` flat, and the last `rows` logit rows.
+    pub fn logits_and_features_on_host(&mut self, sequence: &[u32], rows: usize) -> Result<RunFeatures> {
+        let keep = self.prepare(sequence, rows)?;
+        let new = &sequence[keep..];
+        let hidden = self.model.config().hidden_size;
+        let features = match self.model.native() {
+            Some((native, threads)) => {
+                let cache = self.cache.native_mut().ok_or_else(|| {
+                    Error::InvalidArgument("the session's cache is not the native engine's, but its model is".into())
+                })?;
+                native.final_hidden(new, cache, new.len(), threads)?
+            }
+            None => self.model.forward_with_hidden(new, &mut self.cache, new.len(), None)?.hidden.concat(),
+        };
+        self.tokens.extend_from_slice(new);
+        let last = &features[(new.len() - rows) * hidden..];
+        let logits = self.model.logits_of_hidden(last, None)?;
+        let logits = logits.chunks_exact(self.model.config().vocab_size).map(<[f32]>::to_vec).collect();
+        Ok(RunFeatures { start: keep, features, logits })
     }
 
     /// Keeps the cache for the first `len` tokens (rollback after a rejection).

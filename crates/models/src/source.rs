@@ -52,9 +52,12 @@ impl RawMatrix<'_> {
             WeightFormat::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             WeightFormat::F16 => values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
             WeightFormat::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+            // Only float weights are quantized: re-quantizing a quantized file compounds errors.
+            WeightFormat::Q8_0 if self.format == WeightFormat::F32 => anyspec_cpu_kernels::quantize(format, &values)?,
             other => {
                 return Err(crate::error::Error::InvalidArgument(format!(
-                    "weights can be converted at load to f32, f16 or bf16, not {}",
+                    "weights can be converted at load to f32, f16 or bf16 (and f32 weights to q8_0), not {} to {}",
+                    self.format.name(),
                     other.name()
                 )));
             }
@@ -71,6 +74,44 @@ pub(crate) trait WeightSource {
     fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>>;
     /// A `[rows, cols]` weight matrix in its stored format, checked to have that shape.
     fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>>;
+}
+
+/// Tensors held in host memory as f32, by name: weights trained in this process, or read from
+/// an artifact by its own crate.
+pub(crate) struct HostTensors<'a> {
+    pub(crate) tensors: &'a std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
+}
+
+impl HostTensors<'_> {
+    fn get(&self, name: &str, shape: &[usize]) -> Result<&[f32]> {
+        let (stored, values) = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| Error::MissingTensor { tensor: name.to_owned(), expected: shape.to_vec() })?;
+        if stored != shape || values.len() != shape.iter().product::<usize>() {
+            return Err(Error::InvalidArgument(format!(
+                "tensor {name} has shape {stored:?} ({} values); expected {shape:?}",
+                values.len()
+            )));
+        }
+        Ok(values)
+    }
+}
+
+impl WeightSource for HostTensors<'_> {
+    fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    fn read_f32(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        Ok(self.get(name, shape)?.to_vec())
+    }
+
+    fn read_raw(&mut self, name: &str, rows: usize, cols: usize) -> Result<RawMatrix<'_>> {
+        let values = self.get(name, &[rows, cols])?;
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+        Ok(RawMatrix { format: WeightFormat::F32, rows, cols, bytes: Cow::Owned(bytes), permutation: None })
+    }
 }
 
 /// Refuses a checkpoint whose file holds layers at or beyond `num_layers`: the loader reads

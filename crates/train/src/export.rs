@@ -100,7 +100,8 @@ pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     write_atomically(path, |w| w.write_all(text.as_bytes())).map_err(Error::io(path))
 }
 
-fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// `[rows, cols]` row-major → `[cols, rows]` row-major.
+pub(crate) fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; values.len()];
     for r in 0..rows {
         for c in 0..cols {

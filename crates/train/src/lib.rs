@@ -16,6 +16,9 @@
 //!   per-step callback for logs.
 //! - [`train_router`]: DynaSpec's cluster router (a two-layer MLP, multi-label BCE over
 //!   clusters), for `anyspec-dynaspec`.
+//! - [`train_eagle`]: an EAGLE feature drafter (one Llama layer over `[E(x_{i+1}); f_i]`
+//!   predicting the target's next final-norm feature; SmoothL1 + shortlist cross-entropy), with
+//!   [`eagle_forward_host`] as a reference forward for runtimes.
 //! - [`save_checkpoint`]: a Hugging Face checkpoint directory (`config.json`,
 //!   `model.safetensors`, `tokenizer.json`) that `anyspec_models::Checkpoint` and Python
 //!   `transformers` load.
@@ -59,6 +62,7 @@
 #![deny(missing_docs)]
 
 mod adamw;
+mod eagle;
 mod error;
 mod export;
 mod model;
@@ -67,6 +71,10 @@ mod spec;
 mod tokenizer_training;
 mod trainer;
 
+pub use eagle::{
+    EAGLE_TENSORS, EagleFrozen, EagleShape, EagleTrainConfig, EagleWeights, FeatureData, FeatureSequence,
+    eagle_forward_host, train_eagle,
+};
 pub use error::{Error, Result};
 pub use export::{StoredDtype, save_checkpoint};
 pub use model::TrainableLlama;

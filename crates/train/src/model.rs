@@ -155,7 +155,8 @@ impl TrainableLlama {
                 unreachable!("chunks_exact yields {PER_LAYER} parameters");
             };
             let x = rms_norm(h.clone(), input_norm, s.rms_norm_eps);
-            let attn = self.self_attention(x, [q, k, v, o], &cos, &sin, &mask, batch, seq);
+            let heads = Heads { heads: s.num_heads, kv_heads: s.num_kv_heads, head_dim: s.head_dim() };
+            let attn = self_attention(x, [q, k, v, o], heads, &cos, &sin, &mask, batch, seq);
             h = h + attn;
             let x = rms_norm(h.clone(), post_norm, s.rms_norm_eps);
             let mlp = swiglu(x.clone().matmul(gate.clone()), x.matmul(up.clone())).matmul(down.clone());
@@ -163,37 +164,6 @@ impl TrainableLlama {
         }
         let norm = &params[1 + PER_LAYER * s.num_layers];
         Ok(rms_norm(h, norm, s.rms_norm_eps).matmul(embed.transpose()))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn self_attention(
-        &self,
-        x: Tensor<2>,
-        [q, k, v, o]: [&Tensor<2>; 4],
-        cos: &Tensor<4>,
-        sin: &Tensor<4>,
-        mask: &Tensor<4>,
-        batch: usize,
-        seq: usize,
-    ) -> Tensor<2> {
-        let s = &self.spec;
-        let (heads, kv_heads, d) = (s.num_heads, s.num_kv_heads, s.head_dim());
-        let group = heads / kv_heads;
-        let split = |t: Tensor<2>, n: usize| t.reshape([batch, seq, n, d]).swap_dims(1, 2);
-        let q = apply_rope(split(x.clone().matmul(q.clone()), heads), cos, sin);
-        let k = apply_rope(split(x.clone().matmul(k.clone()), kv_heads), cos, sin);
-        let v = split(x.matmul(v.clone()), kv_heads);
-        // Each key/value head serves `group` consecutive query heads, as `repeat_kv` in transformers.
-        let repeat = |t: Tensor<4>| -> Tensor<4> {
-            if group == 1 {
-                t
-            } else {
-                t.reshape([batch, kv_heads, 1, seq, d]).repeat_dim(2, group).reshape([batch, heads, seq, d])
-            }
-        };
-        let (k, v) = (repeat(k), repeat(v));
-        let out = attention(q, k, v, mask).swap_dims(1, 2).reshape([batch * seq, heads * d]);
-        out.matmul(o.clone())
     }
 
     /// The current parameter values, in order.
@@ -216,8 +186,50 @@ impl TrainableLlama {
     }
 }
 
+/// The attention heads of a layer: query heads, key/value heads (fewer for grouped-query
+/// attention) and the width of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Heads {
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+}
+
+/// Llama self-attention of `batch` windows of `seq` positions laid end to end in `x`
+/// (`[batch · seq, width]`): the `q`, `k`, `v`, `o` projections held `[in, out]`, RoPE from the
+/// `cos`/`sin` tables (`[1 or batch, 1, seq, head_dim]`), the additive `mask` (`[1, 1, seq, seq]`).
+/// Returns `[batch · seq, width]`, the output projection applied.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn self_attention(
+    x: Tensor<2>,
+    [q, k, v, o]: [&Tensor<2>; 4],
+    Heads { heads, kv_heads, head_dim: d }: Heads,
+    cos: &Tensor<4>,
+    sin: &Tensor<4>,
+    mask: &Tensor<4>,
+    batch: usize,
+    seq: usize,
+) -> Tensor<2> {
+    let group = heads / kv_heads;
+    let split = |t: Tensor<2>, n: usize| t.reshape([batch, seq, n, d]).swap_dims(1, 2);
+    let q = apply_rope(split(x.clone().matmul(q.clone()), heads), cos, sin);
+    let k = apply_rope(split(x.clone().matmul(k.clone()), kv_heads), cos, sin);
+    let v = split(x.matmul(v.clone()), kv_heads);
+    // Each key/value head serves `group` consecutive query heads, as `repeat_kv` in transformers.
+    let repeat = |t: Tensor<4>| -> Tensor<4> {
+        if group == 1 {
+            t
+        } else {
+            t.reshape([batch, kv_heads, 1, seq, d]).repeat_dim(2, group).reshape([batch, heads, seq, d])
+        }
+    };
+    let (k, v) = (repeat(k), repeat(v));
+    let out = attention(q, k, v, mask).swap_dims(1, 2).reshape([batch * seq, heads * d]);
+    out.matmul(o.clone())
+}
+
 /// A standard normal draw (Box–Muller), so initialisation needs no distribution crate.
-fn gaussian(rng: &mut StdRng) -> f64 {
+pub(crate) fn gaussian(rng: &mut StdRng) -> f64 {
     let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()

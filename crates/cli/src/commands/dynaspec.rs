@@ -8,9 +8,12 @@ use anyhow::Context;
 use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
-use anyspec_dynaspec::{BuildParams, BuildReport, RouterFile, build_router, model_fingerprint};
+use anyspec_dynaspec::{
+    BuildParams, BuildReport, EagleBuildParams, EagleFile, EagleInfo, EagleReport, RouterFile, build_eagle,
+    build_router, model_fingerprint,
+};
 use anyspec_models::{Checkpoint, DeviceChoice, LoadOptions, TextTokenizer};
-use anyspec_train::RouterTrainConfig;
+use anyspec_train::{EagleTrainConfig, RouterTrainConfig};
 use serde::Serialize;
 
 use crate::output::{print_json, print_text};
@@ -31,12 +34,168 @@ enum Command {
     /// self-speculative drafter (its first --drafter-layers layers), train the router, measure
     /// its held-out recall, and write clusters + router to one file.
     Build(BuildArgs),
-    /// Print a router's record; with --model, check it was built for that model.
+    /// Print a router's (or an EAGLE drafter's) record; with --model, check it was built for that
+    /// model.
     Inspect(InspectArgs),
     /// Greedy speculative decoding with the self-speculative drafter under every head policy
     /// (full head, FR at several sizes, PA-FR, DynaSpec-F, DynaSpec-PA) on the same prompts:
     /// tokens per step, tokens/s, mean shortlist, drafter time per position, output = full head's.
     Bench(bench::BenchArgs),
+    /// Train an EAGLE-style feature drafter for the model (the backbone of the paper's
+    /// experiments): the model reads the corpus, and one decoder layer over [E(x_(t+1)), f_t]
+    /// learns to predict the model's next final-norm hidden state f_(t+1) and, through the
+    /// model's own frozen head, its next token. `dynaspec bench --eagle` drafts with it.
+    Eagle(EagleArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct EagleArgs {
+    /// The model (target): a GGUF file or a checkpoint directory.
+    #[arg(long, value_name = "M.gguf|DIR")]
+    model: PathBuf,
+    /// Corpus files, as for `build` (text the model itself wrote suits best).
+    #[arg(long, num_args = 1.., required = true)]
+    corpus: Vec<PathBuf>,
+    /// The JSONL field that holds the text.
+    #[arg(long, default_value = "text")]
+    text_field: String,
+    /// Where to write the drafter (safetensors).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Replace an existing output file even if it is not an EAGLE drafter (an input is never replaced).
+    #[arg(long)]
+    force: bool,
+    /// Corpus positions read at most (training and held-out together).
+    #[arg(long, default_value_t = 60_000)]
+    max_positions: usize,
+    /// Training epochs.
+    #[arg(long, default_value_t = 4)]
+    epochs: usize,
+    /// Training window (positions attended over).
+    #[arg(long, default_value_t = 128)]
+    window: usize,
+    /// Windows per optimiser step.
+    #[arg(long, default_value_t = 16)]
+    batch_size: usize,
+    /// AdamW learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    learning_rate: f64,
+    /// The cross-entropy term runs over the corpus's this-many most frequent next tokens.
+    #[arg(long, default_value_t = 8192)]
+    ce_shortlist: usize,
+    /// Seed of the initialisation and the shuffles.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn eagle(args: EagleArgs, progress: &dyn Progress) -> anyhow::Result<()> {
+    let inputs: Vec<(&str, &Path)> = std::iter::once(("--model", args.model.as_path()))
+        .chain(args.corpus.iter().map(|p| ("--corpus", p.as_path())))
+        .collect();
+    let output = Output { flag: "-o", path: &args.output, kind: ArtifactKind::FeatureDrafter, force: args.force };
+    check_output(&output, &inputs)?;
+    check_counted_once(&inputs[1..])?;
+    let started = Instant::now();
+    let checkpoint = Checkpoint::open(&args.model).with_context(|| format!("--model {}", args.model.display()))?;
+    let tokenizer =
+        checkpoint.tokenizer().with_context(|| format!("--model {}: its tokenizer", args.model.display()))?;
+    let device = DeviceChoice::Cpu.device().context("the CPU device")?;
+    let model = checkpoint
+        .load_model_with(&device, &LoadOptions::default())
+        .with_context(|| format!("--model {}", args.model.display()))?;
+    let options = CorpusOptions { text_field: args.text_field.clone() };
+    let texts = router_texts(&args.corpus, &options, &tokenizer, args.max_positions, progress)
+        .with_context(|| "--corpus: reading the text")?;
+    let params = EagleBuildParams {
+        max_positions: args.max_positions,
+        ce_shortlist: args.ce_shortlist,
+        train: EagleTrainConfig {
+            window: args.window,
+            batch_size: args.batch_size,
+            epochs: args.epochs,
+            learning_rate: args.learning_rate,
+            seed: args.seed,
+            ..EagleTrainConfig::default()
+        },
+        corpus: describe(&args.corpus),
+        ..EagleBuildParams::default()
+    };
+    let (file, report) = build_eagle(&model, &texts, &params, progress)?;
+    file.save(&args.output).with_context(|| format!("-o {}: cannot write the drafter", args.output.display()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    print_eagle(&args.output, &file.info, Some((&report, seconds)), args.json, "wrote")
+}
+
+#[derive(Serialize)]
+struct EagleRecord<'a> {
+    path: &'a Path,
+    model_fingerprint: &'a str,
+    layers: usize,
+    corpus: &'a str,
+    positions: usize,
+    epochs: usize,
+    window: usize,
+    ce_shortlist: usize,
+    loss_log: &'a [f32],
+    valid_accuracy: &'a [f32],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build: Option<&'a EagleReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
+}
+
+fn print_eagle(
+    path: &Path,
+    info: &EagleInfo,
+    build: Option<(&EagleReport, f64)>,
+    json: bool,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let record = EagleRecord {
+        path,
+        model_fingerprint: &info.model_fingerprint,
+        layers: info.layers,
+        corpus: &info.corpus,
+        positions: info.positions,
+        epochs: info.epochs,
+        window: info.window,
+        ce_shortlist: info.ce_shortlist,
+        loss_log: &info.loss_log,
+        valid_accuracy: &info.valid_accuracy,
+        build: build.map(|(b, _)| b),
+        seconds: build.map(|(_, s)| s),
+    };
+    if json {
+        return print_json(&record);
+    }
+    let list = |v: &[f32]| v.iter().map(|l| format!("{l:.3}")).collect::<Vec<_>>().join(" → ");
+    let mut text = format!(
+        "{verb} {}: an EAGLE drafter of {} layer for model {}\ntrained on {} positions of {} for {} epochs (window \
+         {}, cross-entropy over the {} most frequent tokens); loss {}; held-out top-1 agreement with the model {}",
+        path.display(),
+        info.layers,
+        &info.model_fingerprint[..info.model_fingerprint.len().min(12)],
+        info.positions,
+        info.corpus,
+        info.epochs,
+        info.window,
+        info.ce_shortlist,
+        list(&info.loss_log),
+        list(&info.valid_accuracy),
+    );
+    if let Some((report, seconds)) = build {
+        text.push_str(&format!(
+            "\n{} held-out positions, held-out loss {}\n(reading {:.1} s, training {:.1} s, {seconds:.1} s in all)",
+            report.valid_positions,
+            list(&report.valid_loss_log),
+            report.seconds.0,
+            report.seconds.1,
+        ));
+    }
+    print_text(&text)
 }
 
 #[derive(Debug, clap::Args)]
@@ -59,8 +218,12 @@ struct BuildArgs {
     #[arg(long)]
     force: bool,
     /// Layers of the self-speculative drafter whose hidden state the router reads.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, conflicts_with = "all_layers")]
     drafter_layers: usize,
+    /// Read the model's own final hidden state (all its layers): the router of the EAGLE
+    /// drafter (`anyspec dynaspec eagle`), which drafts from the model's features.
+    #[arg(long)]
+    all_layers: bool,
     /// M, the number of clusters (at most the vocabulary size).
     #[arg(long, default_value_t = 256)]
     clusters: usize,
@@ -86,7 +249,7 @@ struct BuildArgs {
 
 #[derive(Debug, clap::Args)]
 struct InspectArgs {
-    /// The router file.
+    /// The router file (or an EAGLE drafter file).
     router: PathBuf,
     /// A model (GGUF file or checkpoint directory): refuse the router if it was built for another.
     #[arg(long, value_name = "M.gguf|DIR")]
@@ -101,6 +264,7 @@ pub(crate) fn run(args: Args, progress: &dyn Progress) -> anyhow::Result<()> {
         Command::Build(args) => build(args, progress),
         Command::Inspect(args) => inspect(args),
         Command::Bench(args) => bench::run(args, progress),
+        Command::Eagle(args) => eagle(args, progress),
     }
 }
 
@@ -211,10 +375,11 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     if args.clusters == 0 || args.clusters > vocab {
         anyhow::bail!("--clusters must be in 1..={vocab} (the model's vocabulary size), got {}", args.clusters);
     }
-    if args.drafter_layers == 0 || args.drafter_layers >= layers {
+    let drafter_layers = if args.all_layers { layers } else { args.drafter_layers };
+    if drafter_layers == 0 || drafter_layers > layers {
         anyhow::bail!(
-            "--drafter-layers must be in 1..{layers} (fewer than the model's {layers} layers), got {}",
-            args.drafter_layers
+            "--drafter-layers must be in 1..={layers} (the model has {layers} layers; --all-layers for the EAGLE \
+             drafter's router), got {drafter_layers}"
         );
     }
     let tokenizer =
@@ -231,7 +396,7 @@ fn build(args: BuildArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let params = BuildParams {
         clusters: args.clusters,
         seed: args.seed,
-        drafter_layers: args.drafter_layers,
+        drafter_layers,
         label_top_k: args.label_top_k,
         max_positions: args.max_positions,
         train: RouterTrainConfig { hidden: args.hidden, epochs: args.epochs, seed: args.seed, ..Default::default() },
@@ -274,7 +439,7 @@ pub(crate) fn router_texts(
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {
-    let file = match &args.model {
+    let fingerprint = match &args.model {
         Some(path) => {
             let checkpoint = Checkpoint::open(path).with_context(|| format!("--model {}", path.display()))?;
             let device = DeviceChoice::Cpu.device().context("the CPU device")?;
@@ -282,9 +447,19 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
                 .load_model_with(&device, &LoadOptions::default())
                 .with_context(|| format!("--model {}", path.display()))?;
             let c = model.config();
-            let fingerprint = model_fingerprint(c.vocab_size, c.hidden_size, &model.lm_head_rows()?);
-            RouterFile::load(&args.router, &fingerprint)?
+            Some(model_fingerprint(c.vocab_size, c.hidden_size, &model.lm_head_rows()?))
         }
+        None => None,
+    };
+    if matches!(ArtifactKind::of_file(&args.router), Ok(Some(ArtifactKind::FeatureDrafter))) {
+        let file = match &fingerprint {
+            Some(f) => EagleFile::load(&args.router, f)?,
+            None => EagleFile::load_unchecked(&args.router)?,
+        };
+        return print_eagle(&args.router, &file.info, None, args.json, "EAGLE drafter");
+    }
+    let file = match &fingerprint {
+        Some(f) => RouterFile::load(&args.router, f)?,
         None => RouterFile::load_unchecked(&args.router)?,
     };
     print_record(&record(&args.router, &file, None, None), args.json, "router")

@@ -47,11 +47,50 @@ fn build_inspect_and_refusals() {
     let out = anyspec(&args);
     assert!(stderr(&out).contains("--clusters must be in 1..=320"), "{}", stderr(&out));
     let mut args = vec!["dynaspec", "build", "--model", &target, "--corpus", &corpus, "-o", &router, "--force"];
-    args.extend_from_slice(&["--drafter-layers", "2"]);
+    args.extend_from_slice(&["--drafter-layers", "3"]);
     let out = anyspec(&args);
-    assert!(stderr(&out).contains("--drafter-layers must be in 1..2"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--drafter-layers must be in 1..=2"), "{}", stderr(&out));
     // The output may not be an input.
     let out = anyspec(&["dynaspec", "build", "--model", &target, "--corpus", &corpus, "-o", &corpus]);
     assert!(!out.status.success() && stderr(&out).contains("same file as the input"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn eagle_build_inspect_and_refusals() {
+    let dir = temp_dir("dynaspec", "eagle");
+    // Enough text for ten 256-token capture windows (one is held out).
+    let corpus = dir.join("corpus.txt");
+    std::fs::write(&corpus, std::fs::read_to_string(fixture("corpus.txt")).unwrap().repeat(8)).unwrap();
+    let corpus = corpus.display().to_string();
+    let drafter = dir.join("eagle.safetensors").display().to_string();
+    let target = model("llama3-gqa");
+    let args = ["dynaspec", "eagle", "--model", &target, "--corpus", &corpus, "-o", &drafter, "--epochs", "2"];
+    let mut with_json = args.to_vec();
+    with_json.extend(["--window", "32", "--ce-shortlist", "64", "--json"]);
+    let built = json(&anyspec(&with_json));
+    assert_eq!(built["layers"], 1);
+    assert_eq!(built["loss_log"].as_array().unwrap().len(), 2);
+    assert_eq!(built["valid_accuracy"].as_array().unwrap().len(), 2);
+    assert!(built["build"]["valid_positions"].as_u64().unwrap() > 0);
+
+    let inspected = json(&anyspec(&["dynaspec", "inspect", &drafter, "--model", &target, "--json"]));
+    for field in ["model_fingerprint", "layers", "positions", "loss_log", "valid_accuracy"] {
+        assert_eq!(inspected[field], built[field], "{field}");
+    }
+    let text = String::from_utf8_lossy(&anyspec(&["dynaspec", "inspect", &drafter]).stdout).into_owned();
+    assert!(text.contains("an EAGLE drafter of 1 layer"), "{text}");
+    // Another model's head: refused, with the fix.
+    let out = anyspec(&["dynaspec", "inspect", &drafter, "--model", &model("qwen2-tied-bf16")]);
+    assert!(!out.status.success() && stderr(&out).contains("anyspec dynaspec eagle"), "{}", stderr(&out));
+    // A file that is not an EAGLE drafter is not replaced without --force; the output may not
+    // be an input.
+    let out = anyspec(&["dynaspec", "eagle", "--model", &target, "--corpus", &corpus, "-o", &corpus]);
+    assert!(!out.status.success() && stderr(&out).contains("same file as the input"), "{}", stderr(&out));
+    let other = dir.join("notes.txt");
+    std::fs::write(&other, "keep me").unwrap();
+    let out = anyspec(&["dynaspec", "eagle", "--model", &target, "--corpus", &corpus, "-o", other.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep me");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -102,6 +102,70 @@ struct Layer {
     down: Projection,
 }
 
+impl Layer {
+    /// Reads the layer whose tensors are named `{p}.self_attn.…`, `{p}.mlp.…` and
+    /// `{p}.*_layernorm.weight`, each matrix made ready (kernel, layout) by `ready` as soon as it
+    /// is built.
+    fn load(
+        source: &mut dyn WeightSource,
+        p: &str,
+        c: &LlamaConfig,
+        ready: &dyn Fn(&mut Matrix) -> Result<()>,
+    ) -> Result<Self> {
+        let hidden = c.hidden_size;
+        let q_width = c.num_heads * c.head_dim;
+        let kv_width = c.num_kv_heads * c.head_dim;
+        let attn = |s: &str| format!("{p}.self_attn.{s}");
+        let mlp = |s: &str| format!("{p}.mlp.{s}");
+        let qkv_bias = if c.qkv_bias {
+            let mut bias = source.read_f32(&attn("q_proj.bias"), &[q_width])?;
+            bias.extend(source.read_f32(&attn("k_proj.bias"), &[kv_width])?);
+            bias.extend(source.read_f32(&attn("v_proj.bias"), &[kv_width])?);
+            Some(bias)
+        } else {
+            None
+        };
+        let o_bias = c.o_bias.then(|| source.read_f32(&attn("o_proj.bias"), &[hidden])).transpose()?;
+        let (gate_up_bias, down_bias) = if c.mlp_bias {
+            let mut gu = source.read_f32(&mlp("gate_proj.bias"), &[c.intermediate_size])?;
+            gu.extend(source.read_f32(&mlp("up_proj.bias"), &[c.intermediate_size])?);
+            (Some(gu), Some(source.read_f32(&mlp("down_proj.bias"), &[hidden])?))
+        } else {
+            (None, None)
+        };
+        // Each projection is made ready as soon as it is built: interleaving copies a
+        // matrix, and the weight memory takes back the first copy's bytes only while it is
+        // the latest buffer (a layer's four projections built before any was interleaved
+        // had left three first copies behind, a third of the model).
+        let projection = |parts: Vec<RawMatrix<'_>>, bias: Option<Vec<f32>>| -> Result<Projection> {
+            let mut projection = Projection::stacked(parts, bias)?;
+            projection.parts.iter_mut().try_for_each(&ready)?;
+            Ok(projection)
+        };
+        let attention_norm = source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?;
+        let mlp_norm = source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?;
+        let qkv = projection(
+            vec![
+                source.read_raw(&attn("q_proj.weight"), q_width, hidden)?.into_owned(),
+                source.read_raw(&attn("k_proj.weight"), kv_width, hidden)?.into_owned(),
+                source.read_raw(&attn("v_proj.weight"), kv_width, hidden)?.into_owned(),
+            ],
+            qkv_bias,
+        )?;
+        let output = projection(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?;
+        let gate_up = projection(
+            vec![
+                source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+                source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
+            ],
+            gate_up_bias,
+        )?;
+        let down =
+            projection(vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?], down_bias)?;
+        Ok(Layer { attention_norm, mlp_norm, qkv, output, gate_up, down })
+    }
+}
+
 /// A Llama-family model on the native CPU engine.
 #[derive(Debug)]
 pub(crate) struct NativeLlama {
@@ -148,22 +212,10 @@ impl NativeLlama {
         let c = &config;
         let prefix = if source.contains("embed_tokens.weight") { "" } else { "model." };
         let (hidden, vocab) = (c.hidden_size, c.vocab_size);
-        let q_width = c.num_heads * c.head_dim;
-        let kv_width = c.num_kv_heads * c.head_dim;
         // Each matrix is given its kernel (and interleaved) as soon as it is read, the largest
         // first: interleaving copies a matrix, and the copy of the 49,152-row embedding table
         // made after every layer was loaded had been the load's (and the run's) memory peak.
-        let ready = |matrix: &mut Matrix| -> Result<()> {
-            matrix.set_kernel(kernel)?;
-            // The 8-bit kernel scores a draft's positions at a fraction of the instructions
-            // per weight when the rows are interleaved in groups of eight (the other kernels
-            // would read them back row by row, for no gain). A tied LM head is also the
-            // embedding table: its rows are then read back one per token, which costs little.
-            if kernel.reads_interleaved() {
-                matrix.interleave_rows();
-            }
-            Ok(())
-        };
+        let ready = |matrix: &mut Matrix| ready_for(kernel, matrix);
         let embeddings = source.read_raw(&format!("{prefix}embed_tokens.weight"), vocab, hidden)?.to_matrix()?;
         let (mut embeddings, mut lm_head) = if c.tie_word_embeddings || !source.contains("lm_head.weight") {
             if !c.tie_word_embeddings {
@@ -180,56 +232,7 @@ impl NativeLlama {
         ready(&mut lm_head)?;
         let mut layers = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
-            let p = format!("{prefix}layers.{i}");
-            let attn = |s: &str| format!("{p}.self_attn.{s}");
-            let mlp = |s: &str| format!("{p}.mlp.{s}");
-            let qkv_bias = if c.qkv_bias {
-                let mut bias = source.read_f32(&attn("q_proj.bias"), &[q_width])?;
-                bias.extend(source.read_f32(&attn("k_proj.bias"), &[kv_width])?);
-                bias.extend(source.read_f32(&attn("v_proj.bias"), &[kv_width])?);
-                Some(bias)
-            } else {
-                None
-            };
-            let o_bias = c.o_bias.then(|| source.read_f32(&attn("o_proj.bias"), &[hidden])).transpose()?;
-            let (gate_up_bias, down_bias) = if c.mlp_bias {
-                let mut gu = source.read_f32(&mlp("gate_proj.bias"), &[c.intermediate_size])?;
-                gu.extend(source.read_f32(&mlp("up_proj.bias"), &[c.intermediate_size])?);
-                (Some(gu), Some(source.read_f32(&mlp("down_proj.bias"), &[hidden])?))
-            } else {
-                (None, None)
-            };
-            // Each projection is made ready as soon as it is built: interleaving copies a
-            // matrix, and the weight memory takes back the first copy's bytes only while it is
-            // the latest buffer (a layer's four projections built before any was interleaved
-            // had left three first copies behind, a third of the model).
-            let projection = |parts: Vec<RawMatrix<'_>>, bias: Option<Vec<f32>>| -> Result<Projection> {
-                let mut projection = Projection::stacked(parts, bias)?;
-                projection.parts.iter_mut().try_for_each(&ready)?;
-                Ok(projection)
-            };
-            let attention_norm = source.read_f32(&format!("{p}.input_layernorm.weight"), &[hidden])?;
-            let mlp_norm = source.read_f32(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?;
-            let qkv = projection(
-                vec![
-                    source.read_raw(&attn("q_proj.weight"), q_width, hidden)?.into_owned(),
-                    source.read_raw(&attn("k_proj.weight"), kv_width, hidden)?.into_owned(),
-                    source.read_raw(&attn("v_proj.weight"), kv_width, hidden)?.into_owned(),
-                ],
-                qkv_bias,
-            )?;
-            let output = projection(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?;
-            let gate_up = projection(
-                vec![
-                    source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-                    source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-                ],
-                gate_up_bias,
-            )?;
-            let down =
-                projection(vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?], down_bias)?;
-            let layer = Layer { attention_norm, mlp_norm, qkv, output, gate_up, down };
-            layers.push(layer);
+            layers.push(Layer::load(source, &format!("{prefix}layers.{i}"), c, &ready)?);
         }
         let norm = source.read_f32(&format!("{prefix}norm.weight"), &[hidden])?;
         let rope = Rope::new(c.head_dim, c.rope_theta, &c.rope_scaling)?;
@@ -285,6 +288,17 @@ impl NativeLlama {
         self.lm_head.to_f32()
     }
 
+    /// The final RMSNorm's gain, `[hidden]`.
+    pub(crate) fn final_norm_weight(&self) -> &[f32] {
+        &self.norm
+    }
+
+    /// The input embedding table, `[vocab, hidden]` rows, dequantized exactly (the LM head's
+    /// when they are tied).
+    pub(crate) fn embedding_rows(&self) -> Vec<f32> {
+        self.embeddings.as_deref().unwrap_or(&self.lm_head).to_f32()
+    }
+
     /// The input embedding of `token`, `[hidden]`, dequantized exactly.
     pub(crate) fn embedding(&self, token: u32) -> Result<Vec<f32>> {
         self.check_tokens(&[token])?;
@@ -312,19 +326,37 @@ impl NativeLlama {
         threads: &Threads,
         attend: &mut Attend<'_>,
     ) -> Result<Vec<f32>> {
+        let mut h = vec![0.0f32; tokens.len() * self.config.hidden_size];
+        self.embed_into(tokens, &mut h)?;
+        self.layers_on_rows(h, positions, threads, attend)
+    }
+
+    /// The input embeddings of `tokens` into `out` (`[tokens.len(), hidden]`, flat).
+    pub(crate) fn embed_into(&self, tokens: &[u32], out: &mut [f32]) -> Result<()> {
+        let table: &Matrix = self.embeddings.as_deref().unwrap_or(&self.lm_head);
+        for (row, &token) in out.chunks_exact_mut(self.config.hidden_size).zip(tokens) {
+            table.row_f32(token as usize, row)?;
+        }
+        Ok(())
+    }
+
+    /// [`NativeLlama::layers`] on input rows `h` (`[positions.len(), hidden]`) instead of token
+    /// embeddings: what a feature drafter, whose inputs are not tokens, runs.
+    pub(crate) fn layers_on_rows(
+        &self,
+        mut h: Vec<f32>,
+        positions: &[usize],
+        threads: &Threads,
+        attend: &mut Attend<'_>,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
-        let (m, hidden) = (tokens.len(), c.hidden_size);
+        let m = positions.len();
         let q_width = c.num_heads * c.head_dim;
         let kv_width = c.num_kv_heads * c.head_dim;
         let eps = c.rms_norm_eps as f32;
-        let table: &Matrix = self.embeddings.as_deref().unwrap_or(&self.lm_head);
-        let mut h = vec![0.0f32; m * hidden];
-        for (row, &token) in h.chunks_exact_mut(hidden).zip(tokens) {
-            table.row_f32(token as usize, row)?;
-        }
         let (cos, sin) = self.rope.tables_at(positions.iter().copied());
         let mut s = Scratch::default();
-        s.normed.resize(m * hidden, 0.0);
+        s.normed.resize(m * c.hidden_size, 0.0);
         s.attention.resize(m * q_width, 0.0);
         let qkv_width = q_width + 2 * kv_width;
         for (index, layer) in self.layers.iter().enumerate() {
@@ -417,8 +449,30 @@ impl NativeLlama {
         rows: usize,
         threads: &Threads,
     ) -> Result<Vec<f32>> {
+        self.check_tokens(tokens)?;
+        let mut h = vec![0.0f32; tokens.len() * self.config.hidden_size];
+        self.embed_into(tokens, &mut h)?;
+        self.final_hidden_of_rows(h, cache, rows, threads)
+    }
+
+    /// [`NativeLlama::final_hidden`] on input rows (`[positions, hidden]`, flat) in place of
+    /// token embeddings.
+    pub(crate) fn final_hidden_of_rows(
+        &self,
+        inputs: Vec<f32>,
+        cache: &mut NativeCache,
+        rows: usize,
+        threads: &Threads,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
-        let len = tokens.len();
+        if !inputs.len().is_multiple_of(c.hidden_size) {
+            return Err(Error::InvalidArgument(format!(
+                "input rows of {} values are not whole rows of the hidden size {}",
+                inputs.len(),
+                c.hidden_size
+            )));
+        }
+        let len = inputs.len() / c.hidden_size;
         if len == 0 {
             return Err(Error::InvalidArgument("a forward pass needs at least one token".into()));
         }
@@ -427,14 +481,13 @@ impl NativeLlama {
                 "asked for the logits of {rows} positions from a pass over {len} tokens; ask for 1..={len}"
             )));
         }
-        self.check_tokens(tokens)?;
         cache.check(c)?;
         let start = cache.len();
         if start + len > c.max_position_embeddings {
             return Err(Error::ContextFull { needed: start + len, max: c.max_position_embeddings });
         }
         let positions: Vec<usize> = (start..start + len).collect();
-        let h = self.layers(tokens, &positions, threads, &mut |index, q, k, v, out| {
+        let h = self.layers_on_rows(inputs, &positions, threads, &mut |index, q, k, v, out| {
             cache.append(index, k, v);
             cache.attend_causal(c, index, start, q, out, threads);
             Ok(())
@@ -446,6 +499,131 @@ impl NativeLlama {
     pub(crate) fn new_cache(&self) -> NativeCache {
         NativeCache::new(&self.config, self.kernel)
     }
+}
+
+/// An EAGLE-style feature drafter on the native engine (Li et al. 2024): `fc` maps the pair
+/// `[E(x_{t+1}); f_t]` (the next token's embedding and the target's final-norm hidden state
+/// that predicted it) to the input of `model`'s own decoder layers, whose final norm is the
+/// predicted feature `f̂_{t+1}`. The embedding table and the LM head are the target's, shared
+/// (`Arc`), so the drafter adds only its layers' weights; its RoPE is plain at the target's θ.
+#[derive(Debug)]
+pub(crate) struct NativeFeatureModel {
+    fc: Projection,
+    model: NativeLlama,
+}
+
+impl NativeFeatureModel {
+    /// Reads `fc.weight` `[hidden, 2·hidden]`, `fc.bias`, `layers.{i}.…` for `i < layers` and
+    /// `norm.weight` from `source`, with the target's shape (no projection biases), each matrix
+    /// stored as `storage` (`None`: as read) with the target's kernel.
+    pub(crate) fn load(
+        target: &NativeLlama,
+        source: &mut dyn WeightSource,
+        layers: usize,
+        storage: Option<WeightFormat>,
+    ) -> Result<Self> {
+        // Plain RoPE at the target's θ, as `anyspec-train` trains the drafter (its attention
+        // sees only relative positions, so no scaling for long contexts is needed or learnt).
+        let config = LlamaConfig {
+            num_layers: layers,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            rope_scaling: crate::config::RopeScaling::None,
+            ..target.config.clone()
+        };
+        if layers == 0 {
+            return Err(Error::InvalidArgument("a feature drafter needs at least one layer".into()));
+        }
+        if source.contains(&format!("layers.{layers}.input_layernorm.weight")) {
+            return Err(Error::InvalidArgument(format!(
+                "the feature drafter's weights hold more than the {layers} layers asked for; pass its layer count"
+            )));
+        }
+        let kernel = target.kernel;
+        let mut source = Converting { source, storage };
+        let source = &mut source;
+        let ready = |matrix: &mut Matrix| ready_for(kernel, matrix);
+        let hidden = config.hidden_size;
+        let bias = source.read_f32("fc.bias", &[hidden])?;
+        let mut fc =
+            Projection::stacked(vec![source.read_raw("fc.weight", hidden, 2 * hidden)?.into_owned()], Some(bias))?;
+        fc.parts.iter_mut().try_for_each(ready)?;
+        let layers = (0..layers)
+            .map(|i| Layer::load(source, &format!("layers.{i}"), &config, &ready).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = source.read_f32("norm.weight", &[hidden])?;
+        let model = NativeLlama {
+            kernel,
+            embeddings: target.embeddings.clone(),
+            lm_head: Arc::clone(&target.lm_head),
+            rope: Rope::new(config.head_dim, config.rope_theta, &config.rope_scaling)?,
+            config,
+            layers,
+            norm,
+        };
+        Ok(NativeFeatureModel { fc, model })
+    }
+
+    /// The drafter's layers as a model (its configuration, cache shape and weights).
+    pub(crate) fn model(&self) -> &NativeLlama {
+        &self.model
+    }
+
+    /// Bytes of the drafter's own weights (the shared head and embeddings not counted).
+    pub(crate) fn own_weight_bytes(&self) -> usize {
+        let projections = self.model.layers.iter().flat_map(|l| [&l.qkv, &l.output, &l.gate_up, &l.down]);
+        projections.chain([&self.fc]).flat_map(|p| &p.parts).map(Matrix::memory_bytes).sum()
+    }
+
+    /// Runs the pairs `(tokens[i], features[i])` (positions `cache.len()..`) against `cache`,
+    /// appends their keys and values, and returns the predicted features of the last `rows`
+    /// pairs (final-normed, `[rows, hidden]` flat).
+    pub(crate) fn forward(
+        &self,
+        tokens: &[u32],
+        features: &[f32],
+        cache: &mut NativeCache,
+        rows: usize,
+        threads: &Threads,
+    ) -> Result<Vec<f32>> {
+        let hidden = self.model.config.hidden_size;
+        if features.len() != tokens.len() * hidden {
+            return Err(Error::InvalidArgument(format!(
+                "a feature drafter pass over {} tokens needs {} feature values ({} per token), got {}",
+                tokens.len(),
+                tokens.len() * hidden,
+                hidden,
+                features.len()
+            )));
+        }
+        self.model.check_tokens(tokens)?;
+        let mut pairs = vec![0.0f32; tokens.len() * 2 * hidden];
+        let mut embedded = vec![0.0f32; tokens.len() * hidden];
+        self.model.embed_into(tokens, &mut embedded)?;
+        for ((pair, e), f) in
+            pairs.chunks_exact_mut(2 * hidden).zip(embedded.chunks_exact(hidden)).zip(features.chunks_exact(hidden))
+        {
+            pair[..hidden].copy_from_slice(e);
+            pair[hidden..].copy_from_slice(f);
+        }
+        let mut inputs = Vec::new();
+        self.fc.forward(&pairs, &mut inputs, threads)?;
+        self.model.final_hidden_of_rows(inputs, cache, rows, threads)
+    }
+}
+
+/// Gives a weight matrix its kernel, and its layout for that kernel.
+fn ready_for(kernel: Kernel, matrix: &mut Matrix) -> Result<()> {
+    matrix.set_kernel(kernel)?;
+    // The 8-bit kernel scores a draft's positions at a fraction of the instructions per weight
+    // when the rows are interleaved in groups of eight (the other kernels would read them back
+    // row by row, for no gain). A tied LM head is also the embedding table: its rows are then
+    // read back one per token, which costs little.
+    if kernel.reads_interleaved() {
+        matrix.interleave_rows();
+    }
+    Ok(())
 }
 
 /// A weight source whose matrices are converted to `storage` on the way (when given).

@@ -2,7 +2,7 @@
 //!
 //! Every artifact kind starts with its own eight-byte magic, except the affinity matrix and the
 //! DynaSpec router, which are safetensors files (an eight-byte header length, then a JSON header)
-//! whose metadata names the format (`anyspec-affinity`, `anyspec-dynaspec`). Recognising the kind lets a builder refuse to replace a file that is
+//! whose metadata names the format (`anyspec-affinity`, `anyspec-dynaspec`, `anyspec-eagle`). Recognising the kind lets a builder refuse to replace a file that is
 //! not what it writes, and lets a loader given the wrong artifact say which one it got.
 
 use std::fs::File;
@@ -27,12 +27,17 @@ pub enum ArtifactKind {
     /// A DynaSpec router: clusters and router of one model (`anyspec-dynaspec`, safetensors with
     /// `format` = `anyspec-dynaspec`).
     Router,
+    /// An EAGLE-style feature drafter of one target (`anyspec-dynaspec`, safetensors with
+    /// `format` = `anyspec-eagle`).
+    FeatureDrafter,
 }
 
 /// The `format` metadata value of affinity files, as `anyspec-affinity` writes it.
 const AFFINITY_FORMAT_ENTRY: &[u8] = br#""format":"anyspec-affinity""#;
 /// The `format` metadata value of DynaSpec routers, as `anyspec-dynaspec` writes it.
 const ROUTER_FORMAT_ENTRY: &[u8] = br#""format":"anyspec-dynaspec""#;
+/// The `format` metadata value of EAGLE feature drafters, as `anyspec-dynaspec` writes it.
+const FEATURE_DRAFTER_FORMAT_ENTRY: &[u8] = br#""format":"anyspec-eagle""#;
 
 /// The longest safetensors header read when recognising an affinity file: the metadata of ours
 /// is a few hundred bytes plus the corpus file names.
@@ -40,13 +45,14 @@ const MAX_HEADER: u64 = 1 << 20;
 
 impl ArtifactKind {
     /// Every kind.
-    pub const ALL: [ArtifactKind; 6] = [
+    pub const ALL: [ArtifactKind; 7] = [
         ArtifactKind::Dictionary,
         ArtifactKind::CountShard,
         ArtifactKind::VocabMap,
         ArtifactKind::Shortlist,
         ArtifactKind::Affinity,
         ArtifactKind::Router,
+        ArtifactKind::FeatureDrafter,
     ];
 
     /// What the kind is called in messages, with its article: "an n-gram dictionary".
@@ -58,6 +64,7 @@ impl ArtifactKind {
             ArtifactKind::Shortlist => "a drafter shortlist",
             ArtifactKind::Affinity => "an affinity matrix",
             ArtifactKind::Router => "a DynaSpec router",
+            ArtifactKind::FeatureDrafter => "an EAGLE feature drafter",
         }
     }
 
@@ -69,7 +76,7 @@ impl ArtifactKind {
             ArtifactKind::CountShard => Some(b"ASNGRCNT"),
             ArtifactKind::VocabMap => Some(b"ASVOCMAP"),
             ArtifactKind::Shortlist => Some(b"ASSHORTL"),
-            ArtifactKind::Affinity | ArtifactKind::Router => None,
+            ArtifactKind::Affinity | ArtifactKind::Router | ArtifactKind::FeatureDrafter => None,
         }
     }
 
@@ -91,6 +98,8 @@ impl ArtifactKind {
             Some(ArtifactKind::Affinity)
         } else if names(ROUTER_FORMAT_ENTRY) {
             Some(ArtifactKind::Router)
+        } else if names(FEATURE_DRAFTER_FORMAT_ENTRY) {
+            Some(ArtifactKind::FeatureDrafter)
         } else {
             None
         }
@@ -173,6 +182,8 @@ mod tests {
         assert_eq!(ArtifactKind::recognise(&affinity), Some(ArtifactKind::Affinity));
         let router = safetensors_with_metadata(r#"{"checksum":"00","format":"anyspec-dynaspec"}"#);
         assert_eq!(ArtifactKind::recognise(&router), Some(ArtifactKind::Router));
+        let eagle = safetensors_with_metadata(r#"{"checksum":"00","format":"anyspec-eagle"}"#);
+        assert_eq!(ArtifactKind::recognise(&eagle), Some(ArtifactKind::FeatureDrafter));
         let model = safetensors_with_metadata(r#"{"format":"pt"}"#);
         assert_eq!(ArtifactKind::recognise(&model), None);
         // The entry must be inside the header, not in the tensor data after it.

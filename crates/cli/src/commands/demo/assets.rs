@@ -15,10 +15,13 @@ use anyspec_drafters::hetero::{self, AlgoRequest, DEFAULT_SAMPLE_TEXT};
 use anyspec_drafters::slrs::DEFAULT_SLRS_BUDGET;
 use anyspec_drafters::{Algo, TokenNgramConfig, TokenNgramModel};
 use anyspec_dynaspec::{
-    BuildParams as RouterParams, ClusterBudget, DynamicShortlister, RouterFile, build_router, model_fingerprint,
+    BuildParams as RouterParams, ClusterBudget, DynamicShortlister, EagleFile, FrequencyShortlister, HeadPolicy,
+    RouterFile, TokenBudget, build_router, model_fingerprint,
 };
 use anyspec_model_store::{ModelStore, SMOLLM2_135M_INSTRUCT_Q4_1};
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LoadOptions, TextTokenizer};
+use anyspec_models::{
+    Checkpoint, DeviceChoice, FeatureModel, HeadBlocks, Llama, LoadOptions, TextTokenizer, WeightFormat,
+};
 use anyspec_vocab_map::{MatchMode, VocabMap, Vocabulary};
 use serde::Serialize;
 
@@ -68,6 +71,11 @@ pub(super) struct Assets {
     pub(super) slrs_budget: u64,
     /// What was taken from or built into the cache.
     pub(super) artifacts: Vec<Artifact>,
+    /// SmolLM2's EAGLE feature drafter (`assets/demo/eagle-smollm2.safetensors`), when the
+    /// target is the model it was trained for; else why not.
+    pub(super) eagle: Result<FeatureModel, String>,
+    /// `anyspec_dynaspec::model_fingerprint` of the target (hashed once per run).
+    target_fingerprint: String,
 }
 
 /// A cached artifact and whether this run built it.
@@ -221,6 +229,12 @@ pub(super) fn load(
     let (checkpoint, model) = take("drafter-byte")?;
     let byte_drafter = hetero("drafter-byte", checkpoint, model)?;
     let auto_algo = auto_algo(&token_drafter, &target_vocabulary, &target_tokenizer, target_rows, temperature)?;
+    let c = target.config();
+    let target_fingerprint = model_fingerprint(c.vocab_size, c.hidden_size, &target.lm_head_rows()?);
+    let eagle = match source {
+        TargetSource::Tiny => Err("no EAGLE drafter is trained for the tiny target".to_string()),
+        TargetSource::Gguf(_) => eagle_drafter(dir, &target, &target_fingerprint)?,
+    };
     Ok(Assets {
         target_name,
         target_checkpoint,
@@ -239,7 +253,28 @@ pub(super) fn load(
         affinity,
         slrs_budget: DEFAULT_SLRS_BUDGET,
         artifacts,
+        eagle,
+        target_fingerprint,
     })
+}
+
+/// SmolLM2's EAGLE feature drafter, trained by `anyspec dynaspec eagle` on SmolLM2's own
+/// answers (the rebuild command is in assets/demo/README.md).
+const EAGLE: &str = "eagle-smollm2.safetensors";
+
+/// The committed EAGLE drafter on `target`, stored as q8_0 (a quarter of the bytes a draft step
+/// reads); `Err(why)` when `target` is not the model it was trained for (another GGUF passed
+/// with --model-file) or the engine cannot run it. A damaged file is an error.
+fn eagle_drafter(dir: &Path, target: &Llama, fingerprint: &str) -> anyhow::Result<Result<FeatureModel, String>> {
+    let path = dir.join(EAGLE);
+    let file = match EagleFile::load(&path, fingerprint) {
+        Ok(file) => file,
+        Err(anyspec_dynaspec::Error::WrongModel { .. }) => {
+            return Ok(Err(format!("{EAGLE} was trained for SmolLM2-135M-Instruct Q4_1, not this target")));
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    Ok(target.feature_model(&file.tensors, file.info.layers, Some(WeightFormat::Q8_0)).map_err(|e| e.to_string()))
 }
 
 /// The Gutenberg sample the tiny models were trained on: the tiny target's dictionary and the
@@ -404,6 +439,32 @@ fn dictionary(
     Ok(dictionary)
 }
 
+/// The EAGLE rows' head: the `EAGLE_HEAD_TOKENS` most frequent tokens of the dictionary's text
+/// (SmolLM2's own answers), FR-Spec's static shortlist, EOS kept. The full head (49,152 rows) is
+/// most of an EAGLE draft step's cost; reports/dynaspec.md compares the policies.
+pub(super) const EAGLE_HEAD_TOKENS: usize = 8192;
+
+/// The EAGLE rows' head policy and the target's head ordered by its blocks (made once, shared).
+pub(super) fn eagle_head(assets: &Assets, progress: &dyn Progress) -> anyhow::Result<(HeadPolicy, HeadBlocks)> {
+    let texts = crate::commands::dynaspec::router_texts(
+        std::slice::from_ref(&assets.text.path),
+        &CorpusOptions::default(),
+        &assets.target_tokenizer,
+        usize::MAX / 4,
+        progress,
+    )
+    .with_context(|| format!("reading {}", assets.text.path.display()))?;
+    let vocab = assets.target.config().vocab_size;
+    let mut counts = vec![0u64; vocab];
+    texts.iter().flatten().filter(|&&t| (t as usize) < vocab).for_each(|&t| counts[t as usize] += 1);
+    let mut ranking: Vec<u32> = (0..vocab as u32).collect();
+    ranking.sort_by(|a, b| counts[*b as usize].cmp(&counts[*a as usize]).then(a.cmp(b)));
+    let budget = TokenBudget::Fixed { k: EAGLE_HEAD_TOKENS.min(vocab) };
+    let policy = HeadPolicy::Frequency(FrequencyShortlister::new(&ranking, vocab, budget, &assets.stop_tokens)?);
+    let blocks = assets.target.head_blocks(policy.blocks().unwrap_or_default())?;
+    Ok((policy, blocks))
+}
+
 /// DynaSpec-PA's budgets in the demo (Eq. 3): `k₀` clusters for the first drafted token, `k₁`
 /// for the second, decaying after. The values `anyspec dynaspec bench` measured fastest on
 /// SmolLM2 (reports/dynaspec.md).
@@ -430,9 +491,7 @@ pub(super) fn dynaspec_shortlister(
     }
     let key = assets.text.key(&assets.target_vocabulary, &params);
     let path = cache.join(format!("dynaspec-router-{key:016x}.safetensors"));
-    let c = assets.target.config();
-    let fingerprint = model_fingerprint(c.vocab_size, c.hidden_size, &assets.target.lm_head_rows()?);
-    let cached = match path.is_file().then(|| RouterFile::load(&path, &fingerprint)) {
+    let cached = match path.is_file().then(|| RouterFile::load(&path, &assets.target_fingerprint)) {
         Some(Ok(file)) => Some(file),
         // A damaged entry, or one built for other weights under the same tokenizer: rebuilt.
         Some(Err(err)) => {

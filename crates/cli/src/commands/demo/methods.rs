@@ -6,11 +6,11 @@ use anyspec_core::{Drafter, GammaTuner, GenerationConfig};
 use anyspec_drafters::hetero::{self, AlgoRequest};
 use anyspec_drafters::slrs::SlrsConfig;
 use anyspec_drafters::{
-    Algo, DictionaryDrafter, Hybrid, HybridOrder, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
+    Algo, DictionaryDrafter, Hybrid, HybridOrder, LookupFirst, ModelDrafter, PromptLookup, PromptLookupConfig, RdkForm,
     TokenNgramDrafter,
 };
 use anyspec_dynaspec::{HeadPolicy, ShortlistDrafter};
-use anyspec_models::LlamaTarget;
+use anyspec_models::{FeatureTap, LlamaTarget};
 use std::time::Duration;
 
 use super::assets::{Assets, HeteroDrafter};
@@ -19,6 +19,14 @@ use super::timing::{Setup, run_one};
 
 /// A method's drafter for one prompt; `None` decodes autoregressively.
 type MaybeDrafter = Option<Box<dyn Drafter>>;
+
+/// The EAGLE drafter for one prompt and the tap the target must record its features into.
+fn eagle(setup: &Setup) -> anyhow::Result<(ShortlistDrafter, FeatureTap)> {
+    let feature = setup.assets.eagle.as_ref().map_err(|why| anyhow::anyhow!("{why}"))?;
+    let (policy, blocks) = setup.eagle_head.clone().context("the EAGLE drafter's head was not set up")?;
+    let tap = FeatureTap::new();
+    Ok((ShortlistDrafter::features(feature.clone(), tap.clone(), policy, Some(blocks))?, tap))
+}
 
 /// How a method drafts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +43,10 @@ pub(super) enum Kind {
     FirstLayers,
     /// The same drafter with its head evaluated only on DynaSpec's routed shortlist.
     DynaSpec,
+    /// The EAGLE feature drafter: one layer over the target's own features, the target's head.
+    Eagle,
+    /// Prompt lookup first, the EAGLE drafter when it has nothing.
+    HybridEagle,
     /// A smaller model with the target's tokenizer.
     Same,
     /// The token-level drafter with another tokenizer, through this algorithm.
@@ -93,6 +105,19 @@ pub(super) const METHODS: &[Method] = &[
                 §4, Eq. 3's position-aware budget k₀ = 64, k₁ = 32); the router is built from the \
                 dictionary's text on first use",
     },
+    Method {
+        key: "eagle",
+        kind: Kind::Eagle,
+        about: "EAGLE-style feature drafter: one decoder layer over [E(x), f] predicts the target's next \
+                final-norm hidden state f from its last one, drafting through the target's own head on its \
+                8,192 most frequent tokens (FR-Spec; assets/demo/eagle-smollm2.safetensors, trained on the \
+                target's answers by `anyspec dynaspec eagle`)",
+    },
+    Method {
+        key: "hybrid-eagle",
+        kind: Kind::HybridEagle,
+        about: "prompt lookup first, the EAGLE drafter when it has nothing (ours)",
+    },
     Method { key: "same", kind: Kind::Same, about: "a smaller model sharing the target's tokenizer" },
     Method {
         key: "union",
@@ -136,10 +161,23 @@ pub(super) const METHODS: &[Method] = &[
 /// step, against 1.10 at 2 bytes.
 pub(super) const SAMPLED_SLRS_BUDGET: u64 = 500;
 
-/// Builds a method's drafter for one prompt.
-fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter> {
+/// Builds a method's drafter for one prompt, and the feature tap the target must fill when the
+/// drafter reads the target's features.
+fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<(MaybeDrafter, Option<FeatureTap>)> {
+    match method.kind {
+        Kind::Eagle => {
+            let (drafter, tap) = eagle(setup)?;
+            return Ok((Some(Box::new(drafter)), Some(tap)));
+        }
+        Kind::HybridEagle => {
+            let (drafter, tap) = eagle(setup)?;
+            let prompt = PromptLookup::new(PromptLookupConfig::default())?;
+            return Ok((Some(Box::new(LookupFirst::new(prompt, drafter))), Some(tap)));
+        }
+        _ => {}
+    }
     let a = &setup.assets;
-    Ok(match method.kind {
+    let drafter: MaybeDrafter = match method.kind {
         Kind::Autoregressive => None,
         Kind::PromptLookup => Some(Box::new(PromptLookup::new(PromptLookupConfig::default())?)),
         Kind::Dictionary => Some(Box::new(DictionaryDrafter::new(a.dictionary.clone()))),
@@ -170,7 +208,9 @@ fn build_drafter(method: &Method, setup: &Setup) -> anyhow::Result<MaybeDrafter>
         Kind::Hetero(algo) => Some(hetero(a, &a.token_drafter, algo)?),
         Kind::Slrs => Some(hetero(a, &a.byte_drafter, Algo::Slrs)?),
         Kind::Auto => Some(hetero(a, &a.token_drafter, a.auto_algo)?),
-    })
+        Kind::Eagle | Kind::HybridEagle => unreachable!("built above"),
+    };
+    Ok((drafter, None))
 }
 
 /// The drafter `d` (another tokenizer than the target's) through `algo`.
@@ -211,6 +251,8 @@ pub(super) fn method_name(method: &Method, setup: &Setup) -> String {
             Some((l, _)) => format!("DynaSpec-PA shortlist, first {l} layers"),
             None => "DynaSpec-PA shortlist".into(),
         },
+        Kind::Eagle => format!("EAGLE, 1 layer, FR-{} head", super::assets::EAGLE_HEAD_TOKENS),
+        Kind::HybridEagle => "hybrid (prompt lookup + EAGLE)".into(),
         Kind::Same => "model, same tokenizer".into(),
         Kind::Hetero(algo) => format!("{} → {}", algo_label(algo), a.token_drafter.name),
         Kind::Slrs => format!("SLRS → {}", a.byte_drafter.name),
@@ -229,9 +271,15 @@ fn algo_label(algo: Algo) -> &'static str {
 }
 
 /// The methods `--methods` names, in table order, autoregressive first; without the flag, every
-/// method the target has (the same-tokenizer model only where one ships).
-pub(super) fn select_methods(keys: Option<&[String]>, has_same: bool) -> anyhow::Result<Vec<&'static Method>> {
-    let available = |m: &Method| m.kind != Kind::Same || has_same;
+/// method the target has (the same-tokenizer model only where one ships, the EAGLE rows only
+/// where a drafter is trained for the target: `eagle` is `Err(why)` otherwise).
+pub(super) fn select_methods(
+    keys: Option<&[String]>,
+    has_same: bool,
+    eagle: Result<(), &str>,
+) -> anyhow::Result<Vec<&'static Method>> {
+    let is_eagle = |m: &Method| matches!(m.kind, Kind::Eagle | Kind::HybridEagle);
+    let available = |m: &Method| (m.kind != Kind::Same || has_same) && (!is_eagle(m) || eagle.is_ok());
     let Some(keys) = keys else { return Ok(METHODS.iter().filter(|m| available(m)).collect()) };
     let known: Vec<&str> = METHODS.iter().map(|m| m.key).collect();
     if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.trim())) {
@@ -239,6 +287,9 @@ pub(super) fn select_methods(keys: Option<&[String]>, has_same: bool) -> anyhow:
     }
     if keys.iter().any(|k| k.trim() == "same") && !has_same {
         bail!("--methods same: no smaller model with SmolLM2's tokenizer ships; use `self`, or --model tiny");
+    }
+    if let (Some(key), Err(why)) = (keys.iter().find(|k| matches!(k.trim(), "eagle" | "hybrid-eagle")), eagle) {
+        bail!("--methods {}: {why}; the EAGLE drafter ships for SmolLM2-135M-Instruct Q4_1 only", key.trim());
     }
     Ok(METHODS
         .iter()
@@ -270,9 +321,13 @@ impl MethodRun {
         seed: u64,
     ) -> anyhow::Result<(anyspec_core::Generation, Duration, Option<anyspec_core::AcceptanceAudit>)> {
         let name = &self.name;
-        let mut drafter = build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
+        let (mut drafter, tap) =
+            build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;
         let drafter = drafter.as_deref_mut().map(|d| d as &mut dyn Drafter);
-        run_one(target, drafter, &prompt.ids, config, self.tuner.as_mut(), seed)
-            .with_context(|| format!("generating with {name}"))
+        // Only a feature drafter's row has the target record its features.
+        target.set_feature_tap(tap);
+        let result = run_one(target, drafter, &prompt.ids, config, self.tuner.as_mut(), seed);
+        target.set_feature_tap(None);
+        result.with_context(|| format!("generating with {name}"))
     }
 }

@@ -158,8 +158,12 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let tiny = matches!(source, TargetSource::Tiny);
     let options = LoadOptions::default().with_threads(args.threads);
     let mut assets = assets::load(&dir, &cache, &source, args.device, &options, args.temperature, progress)?;
-    let mut methods = select_methods(args.methods.as_deref(), assets.same.is_some())?;
+    let eagle_available = assets.eagle.as_ref().map(|_| ()).map_err(String::as_str);
+    let mut methods = select_methods(args.methods.as_deref(), assets.same.is_some(), eagle_available)?;
     let mut skipped = Vec::new();
+    if let (Err(why), None) = (&assets.eagle, &args.methods) {
+        skipped.push(format!("EAGLE and hybrid (prompt lookup + EAGLE): {why}"));
+    }
     if assets.same.is_none() && args.methods.is_none() {
         skipped.push(
             "model, same tokenizer: no small drafter with SmolLM2's tokenizer ships yet; the self-speculative \
@@ -200,7 +204,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let verify_seconds = verify_times(&assets.target, &prompts[0].ids, args.gamma + 1)?;
     let verify_cost: Vec<f64> = verify_seconds.iter().map(|t| t / verify_seconds[0].max(1e-12)).collect();
 
-    let mut setup = Setup { assets, first_layers: None, verify_seconds, dynaspec: None };
+    let mut setup = Setup { assets, first_layers: None, verify_seconds, dynaspec: None, eagle_head: None };
+    if methods.iter().any(|m| matches!(m.kind, Kind::Eagle | Kind::HybridEagle)) {
+        setup.eagle_head = Some(assets::eagle_head(&setup.assets, progress)?);
+    }
     let mut first_layer_trials = Vec::new();
     // DynaSpec's row shortlists the self-speculative drafter's head: it needs that drafter's depth.
     if methods.iter().any(|m| matches!(m.kind, Kind::FirstLayers | Kind::DynaSpec)) {

@@ -25,6 +25,8 @@ pub(super) struct Setup {
     /// The DynaSpec shortlister of the self-speculative drafter, when its row runs, and the
     /// drafter's head ordered by its clusters (made once, shared by the row's drafters).
     pub(super) dynaspec: Option<(anyspec_dynaspec::DynamicShortlister, anyspec_models::HeadBlocks)>,
+    /// The EAGLE rows' head policy and the target's head ordered by its blocks, when one runs.
+    pub(super) eagle_head: Option<(anyspec_dynaspec::HeadPolicy, anyspec_models::HeadBlocks)>,
 }
 
 impl Setup {

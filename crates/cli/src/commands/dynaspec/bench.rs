@@ -8,10 +8,12 @@ use anyhow::{Context, bail};
 use anyspec_core::{GenerationConfig, Progress, ProgressUnit, SamplingConfig, generate};
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_dynaspec::{
-    ClusterBudget, DynamicShortlister, FrequencyShortlister, HeadPolicy, RouterFile, ShortlistDrafter, TokenBudget,
-    model_fingerprint,
+    ClusterBudget, DynamicShortlister, EagleFile, FrequencyShortlister, HeadPolicy, RouterFile, ShortlistDrafter,
+    TokenBudget, model_fingerprint,
 };
-use anyspec_models::{Checkpoint, DeviceChoice, Llama, LlamaTarget, LoadOptions, PrunedHead};
+use anyspec_models::{
+    Checkpoint, DeviceChoice, FeatureModel, FeatureTap, Llama, LlamaTarget, LoadOptions, PrunedHead, WeightFormat,
+};
 use rand::SeedableRng;
 use serde::Serialize;
 
@@ -54,9 +56,29 @@ pub(crate) struct BenchArgs {
     /// New tokens per prompt.
     #[arg(long, default_value_t = 64)]
     max_new_tokens: usize,
+    /// Draft with this EAGLE feature drafter (`anyspec dynaspec eagle`) instead of the model's
+    /// first layers; the router must then read the model's own features (built with
+    /// `--drafter-layers` = all of the model's layers).
+    #[arg(long, value_name = "FILE")]
+    eagle: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// Milliseconds of one EAGLE drafter position without its head (the `fc` and its layer), the
+/// mean of 48 calls after the pairs of `context`.
+fn time_feature_forward(feature: &FeatureModel, context: &[u32]) -> anyhow::Result<f64> {
+    let d = feature.hidden_size();
+    let features = vec![0.5f32; context.len() * d];
+    let mut cache = feature.new_cache();
+    feature.forward(context, &features, &mut cache, 1)?;
+    let started = Instant::now();
+    let n = 48;
+    for i in 0..n {
+        feature.forward(&[context[i % context.len()]], &features[..d], &mut cache, 1)?;
+    }
+    Ok(started.elapsed().as_secs_f64() * 1e3 / n as f64)
 }
 
 #[derive(Serialize)]
@@ -83,6 +105,8 @@ struct Bench {
     prompts: usize,
     new_tokens: usize,
     gamma: usize,
+    /// "first N layers" or "EAGLE (…)".
+    drafter: String,
     drafter_layers: usize,
     vocab_size: usize,
     /// Drafter forward of one position with a 1-token head, and with the full head (ms).
@@ -220,6 +244,22 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
     let file = RouterFile::load(&args.router, &fingerprint)?;
     let drafter = model.first_layers(file.info.drafter_layers)?;
     let eos = c.eos_token_ids.clone();
+    let eagle = match &args.eagle {
+        Some(path) => {
+            if file.info.drafter_layers != c.num_layers {
+                bail!(
+                    "--router reads the hidden state of the first {} layers, but the EAGLE drafter's is the model's \
+                     own (all {} layers); build the router with --drafter-layers {}",
+                    file.info.drafter_layers,
+                    c.num_layers,
+                    c.num_layers
+                );
+            }
+            let f = EagleFile::load(path, &fingerprint).with_context(|| format!("--eagle {}", path.display()))?;
+            Some((model.feature_model(&f.tensors, f.info.layers, Some(WeightFormat::Q8_0))?, f.info))
+        }
+        None => None,
+    };
 
     let mut counts = vec![0u64; c.vocab_size];
     anyspec_dict_builder::for_each_chunk(&args.corpus, &CorpusOptions::default(), progress, |chunk| {
@@ -267,8 +307,14 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         .collect::<anyhow::Result<_>>()?;
     let context = &encoded[0];
     let one_token = drafter.pruned_head(&[0])?;
-    let layers_ms = time_forward(&drafter, Some(&one_token), context)?;
-    let full_head_ms = time_forward(&drafter, None, context)?;
+    let (layers_ms, full_head_ms) = match &eagle {
+        None => (time_forward(&drafter, Some(&one_token), context)?, time_forward(&drafter, None, context)?),
+        Some((feature, _)) => {
+            let layer = time_feature_forward(feature, context)?;
+            let hidden = vec![0.5f32; c.hidden_size];
+            (layer, layer + time_head(&model, None, &hidden)?)
+        }
+    };
 
     let config = GenerationConfig {
         gamma: args.gamma,
@@ -290,11 +336,18 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         })
         .collect();
     for (name, policy) in policies {
-        let mut d = ShortlistDrafter::new(drafter.clone(), policy, c.vocab_size)?;
+        let tap = FeatureTap::new();
+        let mut d = match &eagle {
+            Some((feature, _)) => ShortlistDrafter::features(feature.clone(), tap.clone(), policy, None)?,
+            None => ShortlistDrafter::new(drafter.clone(), policy, c.vocab_size)?,
+        };
         let (mut steps, mut generated, mut wall) = (0u64, 0u64, Duration::ZERO);
         let mut same = true;
         for (i, prompt) in encoded.iter().enumerate() {
             let mut target = LlamaTarget::new(model.clone());
+            if eagle.is_some() {
+                target = target.with_feature_tap(tap.clone());
+            }
             let mut rng = rand::rngs::StdRng::seed_from_u64(0);
             let started = Instant::now();
             let out = generate(&mut target, Some(&mut d), prompt, &config, &mut rng, &mut |_| {
@@ -340,7 +393,10 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
     let rounds = 7;
     let mut samples = vec![Vec::with_capacity(rounds); heads.len() + 1];
     for _ in 0..rounds {
-        samples[0].push(time_forward(&drafter, Some(&one_token), context)?);
+        samples[0].push(match &eagle {
+            Some((feature, _)) => time_feature_forward(feature, context)?,
+            None => time_forward(&drafter, Some(&one_token), context)?,
+        });
         for (i, head) in heads.iter().enumerate() {
             samples[i + 1].push(time_head(&drafter, head.as_ref(), &hidden)?);
         }
@@ -358,6 +414,15 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         prompts: encoded.len(),
         new_tokens: args.max_new_tokens,
         gamma: args.gamma,
+        drafter: match &eagle {
+            Some((feature, info)) => format!(
+                "EAGLE, {} layer over the model's features ({:.1} MB as q8_0, held-out top-1 {:.3})",
+                info.layers,
+                feature.weight_bytes() as f64 / 1e6,
+                info.valid_accuracy.last().copied().unwrap_or(f32::NAN)
+            ),
+            None => format!("first {} layers", file.info.drafter_layers),
+        },
         drafter_layers: file.info.drafter_layers,
         vocab_size: c.vocab_size,
         layers_ms,
@@ -368,12 +433,12 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         return print_json(&bench);
     }
     let mut text = format!(
-        "{} prompts × {} new tokens, greedy, γ = {}, drafter = first {} layers; one drafter position: {:.2} ms with a \
+        "{} prompts × {} new tokens, greedy, γ = {}, drafter = {}; one drafter position: {:.2} ms with a \
          1-token head, {:.2} ms with the full {}-token head\n{:<28} {:>8} {:>8} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {}",
         bench.prompts,
         bench.new_tokens,
         bench.gamma,
-        bench.drafter_layers,
+        bench.drafter,
         layers_ms,
         full_head_ms,
         c.vocab_size,
