@@ -163,8 +163,7 @@ impl RouterFile {
     /// # Errors
     /// [`Error::Io`].
     pub fn save(&self, path: &Path) -> Result<()> {
-        let bytes = self.to_bytes();
-        anyspec_core::artifact::write_atomically(path, |w| w.write_all(&bytes)).map_err(Error::io("write", path))
+        save_bytes(path, &self.to_bytes())
     }
 
     /// Reads a router and checks it was built for the model of fingerprint `expected_model`.
@@ -206,24 +205,7 @@ impl RouterFile {
         {
             return Err(not_router(anyspec_core::artifact::ArtifactKind::describe(bytes)));
         }
-        let (_, header) =
-            SafeTensors::read_metadata(bytes).map_err(|e| corrupt(format!("not a complete safetensors file ({e})")))?;
-        let metadata: BTreeMap<String, String> = header.metadata().clone().unwrap_or_default().into_iter().collect();
-        if metadata.get("format").map(String::as_str) != Some(ROUTER_FORMAT) {
-            return Err(not_router("a safetensors file of another format"));
-        }
-        let version = metadata.get("format_version").cloned().unwrap_or_default();
-        match version.parse::<u32>() {
-            Ok(v) if v == ROUTER_FORMAT_VERSION => {}
-            Ok(v) if v <= MAX_PLAUSIBLE_VERSION => {
-                return Err(Error::Version {
-                    path: path.to_path_buf(),
-                    expected: ROUTER_FORMAT_VERSION,
-                    found: version,
-                });
-            }
-            _ => return Err(corrupt(format!("its format_version reads {version:?}, which no anyspec writes"))),
-        }
+        let metadata = checked_metadata(bytes, path, ROUTER_FORMAT, ROUTER_FORMAT_VERSION)?;
         let tensors = SafeTensors::deserialize(bytes).map_err(|e| corrupt(format!("truncated or malformed ({e})")))?;
         let names = ["assignment", "w1", "b1", "w2", "b2"];
         let mut data = Vec::new();
@@ -239,12 +221,7 @@ impl RouterFile {
             }
             data.push(view.data());
         }
-        let mut unsigned = metadata.clone();
-        let stored = unsigned.remove("checksum").unwrap_or_default();
-        let computed = artifact_checksum(&unsigned, names.iter().copied().zip(data.iter().copied()));
-        if stored != computed {
-            return Err(corrupt(format!("checksum mismatch (stored {stored:?}, computed {computed})")));
-        }
+        verify_checksum(&metadata, names.iter().copied().zip(data.iter().copied()), path)?;
         let info = info_of(&metadata).map_err(&corrupt)?;
         let u32s = |b: &[u8]| -> Vec<u32> {
             b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
@@ -296,6 +273,57 @@ impl RouterFile {
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
+}
+
+/// Writes an artifact's bytes to `path` atomically (a crash leaves the old file or the new one).
+pub(crate) fn save_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    anyspec_core::artifact::write_atomically(path, |w| w.write_all(bytes)).map_err(Error::io("write", path))
+}
+
+/// The metadata of a safetensors file whose `format` entry must be `format` and whose
+/// `format_version` must be `version`: [`Error::NotAnArtifact`] for another format,
+/// [`Error::Version`] for another plausible version, [`Error::Corrupt`] for an unreadable header
+/// or an implausible version. The caller has checked the file's first bytes.
+pub(crate) fn checked_metadata(
+    bytes: &[u8],
+    path: &Path,
+    format: &str,
+    version: u32,
+) -> Result<BTreeMap<String, String>> {
+    let corrupt = |problem: String| Error::Corrupt { path: path.to_path_buf(), problem };
+    let (_, header) =
+        SafeTensors::read_metadata(bytes).map_err(|e| corrupt(format!("not a complete safetensors file ({e})")))?;
+    let metadata: BTreeMap<String, String> = header.metadata().clone().unwrap_or_default().into_iter().collect();
+    if metadata.get("format").map(String::as_str) != Some(format) {
+        return Err(Error::NotAnArtifact { path: path.to_path_buf(), found: "a safetensors file of another format" });
+    }
+    let found = metadata.get("format_version").cloned().unwrap_or_default();
+    match found.parse::<u32>() {
+        Ok(v) if v == version => Ok(metadata),
+        Ok(v) if v <= MAX_PLAUSIBLE_VERSION => {
+            Err(Error::Version { path: path.to_path_buf(), expected: version, found })
+        }
+        _ => Err(corrupt(format!("its format_version reads {found:?}, which no anyspec writes"))),
+    }
+}
+
+/// Checks the `checksum` entry of `metadata` against every other entry and `tensors` (name and
+/// bytes, in the order the writer hashed them): [`Error::Corrupt`] on a mismatch.
+pub(crate) fn verify_checksum<'a>(
+    metadata: &BTreeMap<String, String>,
+    tensors: impl Iterator<Item = (&'a str, &'a [u8])>,
+    path: &Path,
+) -> Result<()> {
+    let mut unsigned = metadata.clone();
+    let stored = unsigned.remove("checksum").unwrap_or_default();
+    let computed = artifact_checksum(&unsigned, tensors);
+    if stored != computed {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            problem: format!("checksum mismatch (stored {stored:?}, computed {computed})"),
+        });
+    }
+    Ok(())
 }
 
 fn info_of(m: &BTreeMap<String, String>) -> std::result::Result<RouterInfo, String> {

@@ -15,17 +15,16 @@
 //! every tensor's bytes). Written atomically, refused against another target.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use anyspec_core::artifact::{MAX_PLAUSIBLE_VERSION, SafetensorsVector, artifact_checksum, serialize_safetensors};
+use anyspec_core::artifact::{SafetensorsVector, artifact_checksum, serialize_safetensors};
 use anyspec_core::{Progress, ProgressUnit};
 use anyspec_models::{FeatureTensors, Llama};
 use anyspec_train::{EagleFrozen, EagleShape, EagleTrainConfig, FeatureData, FeatureSequence, train_eagle};
 use safetensors::{Dtype, SafeTensors};
 
-use crate::artifact::{data_digest, model_fingerprint};
+use crate::artifact::{checked_metadata, data_digest, model_fingerprint, save_bytes, verify_checksum};
 use crate::error::{Error, Result};
 
 /// The `format` metadata value of every EAGLE drafter file.
@@ -265,8 +264,7 @@ impl EagleFile {
     /// # Errors
     /// [`Error::Io`].
     pub fn save(&self, path: &Path) -> Result<()> {
-        let bytes = self.to_bytes();
-        anyspec_core::artifact::write_atomically(path, |w| w.write_all(&bytes)).map_err(Error::io("write", path))
+        save_bytes(path, &self.to_bytes())
     }
 
     /// Reads a drafter and checks it was built for the target of fingerprint `expected_model`.
@@ -305,24 +303,7 @@ impl EagleFile {
         if bytes.len() <= 8 || bytes[8] != b'{' {
             return Err(not_eagle(anyspec_core::artifact::ArtifactKind::describe(bytes)));
         }
-        let (_, header) =
-            SafeTensors::read_metadata(bytes).map_err(|e| corrupt(format!("not a complete safetensors file ({e})")))?;
-        let metadata: BTreeMap<String, String> = header.metadata().clone().unwrap_or_default().into_iter().collect();
-        if metadata.get("format").map(String::as_str) != Some(EAGLE_FORMAT) {
-            return Err(not_eagle("a safetensors file of another format"));
-        }
-        let version = metadata.get("format_version").cloned().unwrap_or_default();
-        match version.parse::<u32>() {
-            Ok(v) if v == EAGLE_FORMAT_VERSION => {}
-            Ok(v) if v <= MAX_PLAUSIBLE_VERSION => {
-                return Err(Error::Version {
-                    path: path.to_path_buf(),
-                    expected: EAGLE_FORMAT_VERSION,
-                    found: version,
-                });
-            }
-            _ => return Err(corrupt(format!("its format_version reads {version:?}, which no anyspec writes"))),
-        }
+        let metadata = checked_metadata(bytes, path, EAGLE_FORMAT, EAGLE_FORMAT_VERSION)?;
         let parsed = SafeTensors::deserialize(bytes).map_err(|e| corrupt(format!("truncated or malformed ({e})")))?;
         let mut names: Vec<String> = parsed.names().into_iter().map(str::to_owned).collect();
         names.sort();
@@ -334,13 +315,7 @@ impl EagleFile {
             }
             views.push(view);
         }
-        let mut unsigned = metadata.clone();
-        let stored = unsigned.remove("checksum").unwrap_or_default();
-        let computed =
-            artifact_checksum(&unsigned, names.iter().map(String::as_str).zip(views.iter().map(|v| v.data())));
-        if stored != computed {
-            return Err(corrupt(format!("checksum mismatch (stored {stored:?}, computed {computed})")));
-        }
+        verify_checksum(&metadata, names.iter().map(String::as_str).zip(views.iter().map(|v| v.data())), path)?;
         let info = info_of(&metadata).map_err(&corrupt)?;
         let mut tensors = FeatureTensors::new();
         for (name, view) in names.into_iter().zip(views) {
