@@ -206,7 +206,8 @@ fn bench_section(bench: &Value, title: &str) -> String {
          \"head ms\" is the head's product alone on one hidden row at the row's mean shortlist size, as the \
          row's drafter computes it (median of 7 rounds interleaved across rows, each the mean of 48 calls): the \
          figure least disturbed by other load on the machine; tokens/s and the in-generation drafter ms are \
-         wall-clock figures of one pass each.\n\n\
+         wall-clock figures of one pass each, the policies taking turns prompt by prompt (a drift in the \
+         machine's speed slows every row alike). The router's layers are 8-bit (`Q8_0`) matrices.\n\n\
          | policy | tokens/step | tokens/s | mean shortlist | vocab % | head ms | drafter ms/position | router ms/position | recovered | speed | same output |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
         bench["prompts"],

@@ -1,7 +1,9 @@
 //! The router's cost per draft position at SmolLM2's shape (input 2 × 576, hidden 256, 256
-//! clusters): `Router::scores` (the kernel matrices) against the plain loops it replaced, in the
-//! same run; the ratio is the gain. The weights (1.4 MB) stay in the cache between calls, as
-//! they do between draft positions. Run with `cargo bench -p anyspec-dynaspec --bench router`.
+//! clusters), in one run: `Router::scores` with its default `Q8_0` kernel matrices (0.37 MB),
+//! with f32 kernel matrices (`Router::with_f32_kernels`, 1.4 MB), and the plain loops the
+//! kernels replaced; the ratios are the gains. Each is timed with the weights in the cache and
+//! from memory, which is what happens between draft positions. Run with
+//! `cargo bench -p anyspec-dynaspec --bench router`.
 
 use anyspec_dynaspec::Router;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -39,7 +41,8 @@ trait CloneWeights {
 impl CloneWeights for Router {
     fn clone_weights(&self) -> Router {
         let (w1, b1, w2, b2) = self.weights();
-        Router::new(INPUT, HIDDEN, CLUSTERS, w1.to_vec(), b1.to_vec(), w2.to_vec(), b2.to_vec()).unwrap()
+        let copy = Router::new(INPUT, HIDDEN, CLUSTERS, w1.to_vec(), b1.to_vec(), w2.to_vec(), b2.to_vec()).unwrap();
+        if self.quantized() { copy } else { copy.with_f32_kernels().unwrap() }
     }
 }
 
@@ -56,24 +59,31 @@ fn benches(c: &mut Criterion) {
         random(CLUSTERS),
     )
     .unwrap();
+    let f32_router = router.clone().with_f32_kernels().unwrap();
     let x = random(INPUT);
     let (embedding, hidden) = x.split_at(INPUT / 2);
-    let (a, b) = (router.scores(embedding, hidden).unwrap(), plain_scores(&router, &x));
+    let (a, b) = (f32_router.scores(embedding, hidden).unwrap(), plain_scores(&router, &x));
     let diff = a.iter().zip(&b).fold(0.0f32, |m, (p, q)| m.max((p - q).abs()));
-    assert!(diff < 1e-4, "the two routers disagree by {diff}");
+    assert!(diff < 1e-4, "the f32 kernels and the plain loops disagree by {diff}");
     let mut group = c.benchmark_group("router/1152x256x256");
-    group.bench_function("kernels", |bench| bench.iter(|| router.scores(black_box(embedding), hidden).unwrap()));
+    group.bench_function("q8_0 kernels", |bench| bench.iter(|| router.scores(black_box(embedding), hidden).unwrap()));
+    group
+        .bench_function("f32 kernels", |bench| bench.iter(|| f32_router.scores(black_box(embedding), hidden).unwrap()));
     group.bench_function("plain loops", |bench| bench.iter(|| plain_scores(&router, black_box(&x))));
     // Between two draft positions the drafter's pass streams its layers and head through the
-    // cache, so the router's weights come from memory: 24 copies (34 MB) in turn.
+    // cache, so the router's weights come from memory: 24 copies (34 MB at f32) in turn.
+    for (name, base) in [("q8_0 kernels, from memory", &router), ("f32 kernels, from memory", &f32_router)] {
+        let copies: Vec<Router> = (0..24).map(|_| base.clone_weights()).collect();
+        let mut turn = 0;
+        group.bench_function(name, |bench| {
+            bench.iter(|| {
+                turn = (turn + 1) % copies.len();
+                copies[turn].scores(black_box(embedding), hidden).unwrap()
+            })
+        });
+    }
     let copies: Vec<Router> = (0..24).map(|_| router.clone_weights()).collect();
     let mut turn = 0;
-    group.bench_function("kernels, from memory", |bench| {
-        bench.iter(|| {
-            turn = (turn + 1) % copies.len();
-            copies[turn].scores(black_box(embedding), hidden).unwrap()
-        })
-    });
     group.bench_function("plain loops, from memory", |bench| {
         bench.iter(|| {
             turn = (turn + 1) % copies.len();

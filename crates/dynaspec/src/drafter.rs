@@ -69,8 +69,10 @@ pub struct ShortlistDrafter {
     /// the target for a feature drafter.
     model: Llama,
     /// `Some` for a feature drafter: its layers, and the target's features as verification
-    /// records them. Its cache pairs `(x_{i+1}, f_i)` for `i` in `0..fed.len()`.
+    /// records them. Its cache pairs `(x_{i+1}, f_i)` for `i` in `base..base + fed.len()`.
     features: Option<(FeatureModel, FeatureTap)>,
+    /// A feature drafter's first pair in its cache (0 unless its attention window slid).
+    base: usize,
     policy: HeadPolicy,
     /// The policy's shortlists as whole blocks of the vocabulary (DynaSpec's clusters, the
     /// frequency ranking cut at its budgets), with the head ordered block by block on the
@@ -156,7 +158,10 @@ impl ShortlistDrafter {
     /// `feature.target().head_blocks(policy.blocks())`, made once and shared.
     ///
     /// It drafts nothing until the target has scored the context (the first step of a prompt is
-    /// then a plain target step).
+    /// then a plain target step). When `feature` declares the attention window it was trained
+    /// with ([`FeatureModel::with_attention_window`]), its cache holds at most that many pairs:
+    /// once a draft would pass the window, the cache restarts from the last half-window of true
+    /// pairs (the training windows' conditions, and a shorter attention per drafted token).
     ///
     /// # Errors
     /// As [`ShortlistDrafter::with_head_blocks`].
@@ -182,6 +187,7 @@ impl ShortlistDrafter {
         Ok(ShortlistDrafter {
             model,
             features: None,
+            base: 0,
             policy,
             blocks,
             target_vocab,
@@ -278,18 +284,31 @@ impl ShortlistDrafter {
             return Ok(Draft::empty());
         }
         let true_pairs = n - 1;
+        // A drafter trained with attention over windows of W pairs attends to at most W: once a
+        // draft would pass that, the cache restarts from the last `keep` true pairs (one batched
+        // pass over them, every W − keep tokens).
+        if let Some(window) = feature.attention_window() {
+            let keep = (window / 2).min(window.saturating_sub(max_tokens)).clamp(1, true_pairs);
+            if true_pairs <= self.base || true_pairs - self.base + max_tokens > window {
+                self.base = true_pairs - keep;
+                self.cache.truncate(0);
+                self.fed.clear();
+            }
+        }
+        let base = self.base;
         // The last true pair, `(x_{n−1}, f_{n−2})`, is always run again: its output is the first
         // drafted feature. It runs in the same pass as the pairs verification added since the
         // last call (one pass over the layer's weights for all of them).
-        let common = self.fed.iter().zip(&context[1..]).take_while(|(a, b)| a == b).count().min(true_pairs - 1);
+        let common =
+            self.fed.iter().zip(&context[base + 1..]).take_while(|(a, b)| a == b).count().min(true_pairs - 1 - base);
         self.cache.truncate(common);
         self.fed.truncate(common);
-        let recorded = tap.features(common..true_pairs).ok_or_else(|| missing_features(n))?;
+        let recorded = tap.features(base + common..true_pairs).ok_or_else(|| missing_features(n))?;
         let started = Instant::now();
         let mut predicted =
-            feature.forward(&context[common + 1..n], &recorded, &mut self.cache, 1).map_err(model_error)?;
+            feature.forward(&context[base + common + 1..n], &recorded, &mut self.cache, 1).map_err(model_error)?;
         self.stats.forward_time += started.elapsed();
-        self.fed.extend_from_slice(&context[common + 1..n]);
+        self.fed.extend_from_slice(&context[base + common + 1..n]);
         // H̃_{t−1} of the router: the feature before x_t (the target's own f_{n−2} at t = 0).
         let mut previous = recorded[recorded.len() - feature.hidden_size()..].to_vec();
         let mut token = context[n - 1];
@@ -312,8 +331,8 @@ impl ShortlistDrafter {
             Ok(())
         })();
         // Only pairs of the target's true features stay.
-        self.cache.truncate(true_pairs);
-        self.fed.truncate(true_pairs);
+        self.cache.truncate(true_pairs - base);
+        self.fed.truncate(true_pairs - base);
         result.map(|()| draft.finish())
     }
 

@@ -1,18 +1,32 @@
 //! The low-cost router of DynaSpec §4.2: a two-layer MLP with ReLU, `r_θ : ℝ^{d_r} → ℝ^M`,
 //! scoring clusters from `[E(x_t), H̃_{t−1}]` (the current token's embedding and the drafter's
-//! previous final hidden state), run on the host in f32.
+//! previous final hidden state), run on the host.
 //!
 //! It runs once per draft position, between two drafter passes, so its cost is added to the
-//! drafter's: the two layers are `anyspec-cpu-kernels` matrices (the f32 row kernel with the
-//! widest SIMD the CPU has, on the calling thread), not plain loops, which the default x86-64
-//! target compiles to 4-wide SSE. For SmolLM2's 1152 → 256 → 256 router the router column of
-//! `anyspec dynaspec bench` went from 0.18 to 0.08 ms per position; `benches/router.rs` times
-//! both in one run. The kernel sums in its own order, so scores may differ in the last bits
-//! between CPUs with different SIMD (a shortlist then may too; decoding stays exact).
+//! drafter's: the two layers are `anyspec-cpu-kernels` matrices (the row kernel with the widest
+//! SIMD the CPU has, on the calling thread), not plain loops, which the default x86-64 target
+//! compiles to 4-wide SSE. For SmolLM2's 1152 → 256 → 256 router that took the router column of
+//! `anyspec dynaspec bench` from 0.18 to 0.08 ms per position with f32 matrices.
+//!
+//! Between two draft positions the drafter streams its layers and head through the cache, so the
+//! router's weights come from memory each time: at f32 their 1.4 MB cost more than the head rows
+//! a DynaSpec shortlist saves over a frequency list. The kernel matrices are therefore `Q8_0`
+//! (ggml's 8-bit blocks of 32, 0.37 MB; activations rounded to 8 bits, as for the model's own
+//! layers) whenever the widths are multiples of 32. The stored weights stay f32, and
+//! [`Router::with_f32_kernels`] multiplies by them exactly. `benches/router.rs` times the three
+//! in one run: from memory, 26 µs per position with `Q8_0` against 58 µs with f32 (77 µs for the
+//! plain loops); with the weights in the cache f32 is the faster (24 against 34 µs), but the
+//! drafter's passes never leave them there. In `cargo xtask repro dynaspec` the router column went
+//! from 0.100 to 0.075 ms per position with the EAGLE drafter and from 0.09 to 0.06 ms with the
+//! self-speculative one.
+//!
+//! The scores differ from f32's by the rounding, so a shortlist may too; decoding stays exact
+//! (verification is the target's, over the full vocabulary). The kernels sum in their own order,
+//! so scores may also differ in the last bits between CPUs with different SIMD.
 
 use std::sync::Arc;
 
-use anyspec_cpu_kernels::{Matrix, Threads};
+use anyspec_cpu_kernels::{self as kernels, Matrix, Threads, WeightFormat};
 
 use crate::error::{Error, Result};
 
@@ -26,7 +40,8 @@ pub struct Router {
     b1: Vec<f32>,
     w2: Vec<f32>,
     b2: Vec<f32>,
-    /// `W₁` and `W₂` as kernel matrices, and the single thread that multiplies them.
+    /// `W₁` and `W₂` as kernel matrices (`Q8_0` where the widths allow, see the module docs),
+    /// and the single thread that multiplies them.
     layers: Arc<(Matrix, Matrix, Threads)>,
 }
 
@@ -71,12 +86,24 @@ impl Router {
         if [&w1, &b1, &w2, &b2].iter().any(|w| w.iter().any(|v| !v.is_finite())) {
             return Err(Error::invalid("a router weight is not finite (NaN or infinite); retrain the router"));
         }
-        let matrix = |rows, cols, values: &[f32]| {
-            Matrix::from_f32(rows, cols, values)
-                .map_err(|e| Error::invalid(format!("the router's {rows} × {cols} layer: {e}")))
-        };
-        let layers = Arc::new((matrix(hidden, input, &w1)?, matrix(clusters, hidden, &w2)?, Threads::single()));
+        let layers = Arc::new(kernel_layers([input, hidden, clusters], &w1, &w2, true)?);
         Ok(Router { input, hidden, clusters, w1, b1, w2, b2, layers })
+    }
+
+    /// This router with f32 kernel matrices: the scores of the stored weights to f32 rounding,
+    /// at about four times the bytes read per position (the A/B of `benches/router.rs`).
+    ///
+    /// # Errors
+    /// Only when the kernel library refuses the shapes (it does not for a router `new` made).
+    pub fn with_f32_kernels(mut self) -> Result<Router> {
+        self.layers = Arc::new(kernel_layers([self.input, self.hidden, self.clusters], &self.w1, &self.w2, false)?);
+        Ok(self)
+    }
+
+    /// Whether the kernel matrices are `Q8_0` (the default where the widths are multiples of
+    /// 32) rather than f32.
+    pub fn quantized(&self) -> bool {
+        self.layers.0.format() == WeightFormat::Q8_0
     }
 
     /// `d_r`, the input width (`2 · hidden_size` of the model: embedding and hidden state).
@@ -130,6 +157,25 @@ impl Router {
     }
 }
 
+/// `W₁` (`[hidden, input]`) and `W₂` (`[clusters, hidden]`) as kernel matrices for widths
+/// `[input, hidden, clusters]`: `Q8_0` when `quantize` and both input widths are multiples of
+/// its block, f32 otherwise.
+fn kernel_layers(widths: [usize; 3], w1: &[f32], w2: &[f32], quantize: bool) -> Result<(Matrix, Matrix, Threads)> {
+    let [input, hidden, clusters] = widths;
+    let block = WeightFormat::Q8_0.block_len();
+    let q8 = quantize && input.is_multiple_of(block) && hidden.is_multiple_of(block);
+    let matrix = |rows: usize, cols: usize, values: &[f32]| {
+        let made = if q8 {
+            kernels::quantize(WeightFormat::Q8_0, values)
+                .and_then(|bytes| Matrix::from_bytes(WeightFormat::Q8_0, rows, cols, &bytes))
+        } else {
+            Matrix::from_f32(rows, cols, values)
+        };
+        made.map_err(|e| Error::invalid(format!("the router's {rows} × {cols} layer: {e}")))
+    };
+    Ok((matrix(hidden, input, w1)?, matrix(clusters, hidden, w2)?, Threads::single()))
+}
+
 /// The indices of the `k` largest scores, best first (ties to the lower index): `TopK_k(s)`.
 pub fn top_k(scores: &[f32], k: usize) -> Vec<u32> {
     let mut order: Vec<u32> = (0..scores.len() as u32).collect();
@@ -167,6 +213,34 @@ mod tests {
         let s = r.scores(&[-2.0, 0.0], &[0.0]).unwrap();
         assert!((s[0] - 2.5).abs() < 1e-6 && (s[1] + 2.4).abs() < 1e-6, "{s:?}");
         assert!(r.scores(&[1.0], &[1.0]).unwrap_err().to_string().contains("reads 3 values"));
+    }
+
+    #[test]
+    fn q8_0_kernels_score_like_the_f32_weights() {
+        // Widths of whole Q8_0 blocks: the default kernels are 8-bit, `with_f32_kernels` exact.
+        let (input, hidden, clusters) = (64, 32, 8);
+        let wave = |n: usize, f: f32| (0..n).map(|i| (i as f32 * f).sin() * 0.2).collect::<Vec<f32>>();
+        let (w1, b1, w2, b2) =
+            (wave(hidden * input, 0.37), wave(hidden, 1.1), wave(clusters * hidden, 0.53), wave(clusters, 2.3));
+        let q8 = Router::new(input, hidden, clusters, w1.clone(), b1.clone(), w2.clone(), b2.clone()).unwrap();
+        let exact = q8.clone().with_f32_kernels().unwrap();
+        assert!(q8.quantized() && !exact.quantized());
+        let x = wave(input, 0.71);
+        let h: Vec<f32> =
+            (0..hidden).map(|j| (b1[j] + (0..input).map(|k| w1[j * input + k] * x[k]).sum::<f32>()).max(0.0)).collect();
+        let by_hand: Vec<f32> =
+            (0..clusters).map(|m| b2[m] + (0..hidden).map(|j| w2[m * hidden + j] * h[j]).sum::<f32>()).collect();
+        let (a, b) = (exact.scores(&x[..32], &x[32..]).unwrap(), q8.scores(&x[..32], &x[32..]).unwrap());
+        let scale = by_hand.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for ((e, q), want) in a.iter().zip(&b).zip(&by_hand) {
+            assert!((e - want).abs() < 1e-5 * scale, "f32 kernels {e} vs {want}");
+            // 8-bit weights and activations: about 1% of the scores' scale, not more.
+            assert!((q - want).abs() < 0.02 * scale, "q8_0 kernels {q} vs {want}");
+        }
+        assert_ne!(a, b, "the default kernels should be the 8-bit ones");
+        // Widths that are not whole blocks keep f32 kernels.
+        let odd = Router::new(3, 2, 2, vec![0.1; 6], vec![0.0; 2], vec![0.1; 4], vec![0.0; 2]).unwrap();
+        assert!(!odd.quantized());
     }
 
     #[test]

@@ -8,12 +8,14 @@ use std::path::PathBuf;
 
 use anyspec_core::goodness_of_fit::{PASS_P_VALUE, POWER_P_VALUE, g_test};
 use anyspec_core::toy::{MarkovChain, MarkovTarget};
-use anyspec_core::{GenerationConfig, SamplingConfig, Target, generate};
+use anyspec_core::{Drafter, GenerationConfig, SamplingConfig, Target, generate};
 use anyspec_dynaspec::{
     ClusterBudget, Clusters, DynamicShortlister, EagleFile, EagleInfo, FrequencyShortlister, HeadPolicy, Router,
     ShortlistDrafter, TokenBudget, model_fingerprint,
 };
-use anyspec_models::{Checkpoint, DeviceChoice, Engine, FeatureTap, FeatureTensors, Llama, LlamaTarget, LoadOptions};
+use anyspec_models::{
+    Checkpoint, DeviceChoice, Engine, FeatureModel, FeatureTap, FeatureTensors, Llama, LlamaTarget, LoadOptions,
+};
 use anyspec_train::{EAGLE_TENSORS, EagleFrozen, EagleShape, EagleWeights, eagle_forward_host};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -276,6 +278,66 @@ fn greedy_eagle_drafting_is_the_targets_own_output_under_every_head_policy() {
     })
     .unwrap();
     assert_eq!((out.tokens, out.stats.drafted), (plain.tokens, 0));
+}
+
+/// The greedy draft of `k` tokens from the pairs `(x_{i+1}, f_i)`, `i` in `from..n − 1`, run
+/// in a fresh cache: what a drafter whose attention starts at pair `from` must propose.
+fn draft_from_pairs(feature: &FeatureModel, context: &[u32], features: &[f32], from: usize, k: usize) -> Vec<u32> {
+    let d = feature.hidden_size();
+    let n = context.len();
+    let mut cache = feature.new_cache();
+    let rows = feature.forward(&context[from + 1..], &features[from * d..(n - 1) * d], &mut cache, 1).unwrap();
+    let (mut predicted, mut out) = (rows, Vec::new());
+    for t in 0..k {
+        let logits = feature.target().logits_of_hidden(&predicted, None).unwrap();
+        let token =
+            logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0
+                as u32;
+        out.push(token);
+        if t + 1 < k {
+            predicted = feature.forward(&[token], &predicted, &mut cache, 1).unwrap();
+        }
+    }
+    out
+}
+
+#[test]
+fn a_drafter_trained_on_short_windows_attends_within_one() {
+    let model = model();
+    let d = model.config().hidden_size;
+    let plain = model.feature_model(&random_tensors(&model, 7, 0.6), 1, None).unwrap();
+    let windowed = plain.clone().with_attention_window(8);
+    assert_eq!((plain.attention_window(), windowed.attention_window()), (None, Some(8)));
+    let mut rng = StdRng::seed_from_u64(8);
+    let context: Vec<u32> = (0..40).map(|_| rng.random_range(3..VOCAB as u32)).collect();
+    let features: Vec<f32> = (0..context.len() * d).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect();
+    let tap = FeatureTap::new();
+    tap.record(0, d, &features);
+    let greedy = SamplingConfig::greedy();
+    let mut drafter = ShortlistDrafter::features(windowed.clone(), tap.clone(), HeadPolicy::Full, None).unwrap();
+    let mut unlimited = ShortlistDrafter::features(plain.clone(), tap.clone(), HeadPolicy::Full, None).unwrap();
+    // Window 8, drafts of 2: the cache restarts from the last min(8 / 2, 8 − 2) = 4 true pairs
+    // whenever the true pairs since the start plus the draft would pass 8.
+    let (k, keep) = (2, 4);
+    let mut base = None;
+    for n in [12usize, 13, 15, 16, 17, 30, 31] {
+        let ctx = &context[..n];
+        let true_pairs = n - 1;
+        let start = match base {
+            Some(b) if true_pairs - b + k <= 8 => b,
+            _ => true_pairs - keep,
+        };
+        base = Some(start);
+        let got = drafter.propose(ctx, k, &greedy, &mut rng).unwrap().tokens;
+        assert_eq!(
+            got,
+            draft_from_pairs(&windowed, ctx, &features, start, k),
+            "context of {n}, window from pair {start}"
+        );
+        // Without a window the drafter attends to every pair from the first.
+        let all = unlimited.propose(ctx, k, &greedy, &mut rng).unwrap().tokens;
+        assert_eq!(all, draft_from_pairs(&plain, ctx, &features, 0, k), "context of {n}, no window");
+    }
 }
 
 /// A toy target whose "features" are a fixed function of the token at each position, recorded

@@ -32,6 +32,8 @@ pub struct FeatureModel {
     inner: Arc<NativeFeatureModel>,
     threads: Threads,
     target: Llama,
+    /// The longest span of pairs its attention was trained over, when known.
+    attention_window: Option<usize>,
 }
 
 impl Llama {
@@ -57,11 +59,33 @@ impl Llama {
         };
         let mut source = HostTensors { tensors };
         let inner = NativeFeatureModel::load(native, &mut source, layers, storage)?;
-        Ok(FeatureModel { inner: Arc::new(inner), threads: threads.clone(), target: self.clone() })
+        Ok(FeatureModel {
+            inner: Arc::new(inner),
+            threads: threads.clone(),
+            target: self.clone(),
+            attention_window: None,
+        })
     }
 }
 
 impl FeatureModel {
+    /// This drafter, declared trained with attention over at most `window` consecutive pairs
+    /// (`anyspec-train`'s training window, `EagleInfo::window`); 0 means no limit.
+    ///
+    /// A drafter (`anyspec_dynaspec::ShortlistDrafter::features`) then keeps its attention
+    /// within such a window: over a longer context the attention would span distances the
+    /// layer never saw while training, and its predictions fall off.
+    #[must_use]
+    pub fn with_attention_window(mut self, window: usize) -> Self {
+        self.attention_window = (window > 0).then_some(window);
+        self
+    }
+
+    /// The longest span of pairs its attention was trained over (`None`: unknown, no limit).
+    pub fn attention_window(&self) -> Option<usize> {
+        self.attention_window
+    }
+
     /// The target whose features it reads and whose head it shares: its
     /// [`Llama::logits_of_hidden`] turns a predicted feature into logits, full or pruned.
     pub fn target(&self) -> &Llama {

@@ -274,7 +274,8 @@ fn eagle_drafter(dir: &Path, target: &Llama, fingerprint: &str) -> anyhow::Resul
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    Ok(target.feature_model(&file.tensors, file.info.layers, Some(WeightFormat::Q8_0)).map_err(|e| e.to_string()))
+    let model = target.feature_model(&file.tensors, file.info.layers, Some(WeightFormat::Q8_0));
+    Ok(model.map(|m| m.with_attention_window(file.info.window)).map_err(|e| e.to_string()))
 }
 
 /// The Gutenberg sample the tiny models were trained on: the tiny target's dictionary and the

@@ -256,7 +256,8 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
                 );
             }
             let f = EagleFile::load(path, &fingerprint).with_context(|| format!("--eagle {}", path.display()))?;
-            Some((model.feature_model(&f.tensors, f.info.layers, Some(WeightFormat::Q8_0))?, f.info))
+            let feature = model.feature_model(&f.tensors, f.info.layers, Some(WeightFormat::Q8_0))?;
+            Some((feature.with_attention_window(f.info.window), f.info))
         }
         None => None,
     };
@@ -324,7 +325,6 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
         ..GenerationConfig::default()
     };
     let mut rows: Vec<Row> = Vec::new();
-    let mut reference: Vec<Vec<u32>> = Vec::new();
     progress.start("generating", Some((policies.len() * encoded.len()) as u64), ProgressUnit::Items);
     let mut full = (0.0, 0.0);
     let kinds: Vec<HeadKind> = policies
@@ -335,41 +335,58 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
             HeadPolicy::Dynamic(_) => HeadKind::Clusters,
         })
         .collect();
+    // Prompt by prompt, every policy in turn (the full head first, whose output is the
+    // reference): a machine whose speed drifts during the run then slows every row alike,
+    // where policy after policy would hand the drift to whichever rows ran in the slow stretch.
+    struct Run {
+        name: String,
+        drafter: ShortlistDrafter,
+        tap: FeatureTap,
+        steps: u64,
+        generated: u64,
+        wall: Duration,
+        same: bool,
+    }
+    let mut runs = Vec::with_capacity(policies.len());
     for (name, policy) in policies {
         let tap = FeatureTap::new();
-        let mut d = match &eagle {
+        let drafter = match &eagle {
             Some((feature, _)) => ShortlistDrafter::features(feature.clone(), tap.clone(), policy, None)?,
             None => ShortlistDrafter::new(drafter.clone(), policy, c.vocab_size)?,
         };
-        let (mut steps, mut generated, mut wall) = (0u64, 0u64, Duration::ZERO);
-        let mut same = true;
-        for (i, prompt) in encoded.iter().enumerate() {
+        runs.push(Run { name, drafter, tap, steps: 0, generated: 0, wall: Duration::ZERO, same: true });
+    }
+    for prompt in &encoded {
+        let mut reference: Option<Vec<u32>> = None;
+        for run in &mut runs {
             let mut target = LlamaTarget::new(model.clone());
             if eagle.is_some() {
-                target = target.with_feature_tap(tap.clone());
+                target = target.with_feature_tap(run.tap.clone());
             }
             let mut rng = rand::rngs::StdRng::seed_from_u64(0);
             let started = Instant::now();
-            let out = generate(&mut target, Some(&mut d), prompt, &config, &mut rng, &mut |_| {
+            let out = generate(&mut target, Some(&mut run.drafter), prompt, &config, &mut rng, &mut |_| {
                 std::ops::ControlFlow::Continue(())
             })?;
-            wall += started.elapsed();
-            steps += out.stats.steps;
-            generated += out.stats.generated;
-            match reference.get(i) {
-                Some(r) => same &= *r == out.tokens,
-                None => reference.push(out.tokens),
+            run.wall += started.elapsed();
+            run.steps += out.stats.steps;
+            run.generated += out.stats.generated;
+            match &reference {
+                Some(r) => run.same &= *r == out.tokens,
+                None => reference = Some(out.tokens),
             }
             progress.advance(1);
         }
-        let s = d.stats();
-        let tokens_per_step = generated as f64 / steps.max(1) as f64;
-        let tokens_per_second = generated as f64 / wall.as_secs_f64().max(1e-9);
+    }
+    for run in runs {
+        let s = run.drafter.stats();
+        let tokens_per_step = run.generated as f64 / run.steps.max(1) as f64;
+        let tokens_per_second = run.generated as f64 / run.wall.as_secs_f64().max(1e-9);
         if rows.is_empty() {
             full = (tokens_per_step, tokens_per_second);
         }
         rows.push(Row {
-            policy: name,
+            policy: run.name,
             tokens_per_step,
             tokens_per_second,
             mean_shortlist: s.mean_shortlist(),
@@ -380,7 +397,7 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
             head_ms_at_mean: 0.0,
             recovered: tokens_per_step / full.0,
             speed_vs_full: tokens_per_second / full.1,
-            same_output_as_full: same,
+            same_output_as_full: run.same,
         });
     }
     progress.finish();
