@@ -290,9 +290,7 @@ fn draft_from_pairs(feature: &FeatureModel, context: &[u32], features: &[f32], f
     let (mut predicted, mut out) = (rows, Vec::new());
     for t in 0..k {
         let logits = feature.target().logits_of_hidden(&predicted, None).unwrap();
-        let token =
-            logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &l)| if l > b.1 { (i, l) } else { b }).0
-                as u32;
+        let token = anyspec_core::sampling::argmax(&logits);
         out.push(token);
         if t + 1 < k {
             predicted = feature.forward(&[token], &predicted, &mut cache, 1).unwrap();
