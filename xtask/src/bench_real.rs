@@ -103,6 +103,32 @@ struct Report {
     demo_seconds: f64,
     peer: Vec<PeerPrompt>,
     peer_build: Option<String>,
+    /// The CPU both runtimes ran on: reports from different machines differ by more than any
+    /// change between them (the AVX-512 VNNI and the AVX2 kernels cost a pass differently).
+    machine: String,
+}
+
+/// The CPU's model, its cores and which of the kernels' instruction sets it has, from
+/// `/proc/cpuinfo` ("unknown CPU" elsewhere).
+fn machine() -> String {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return "unknown CPU".into() };
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let cores = info.lines().filter(|l| l.starts_with("processor")).count();
+    let flags = field("flags").unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    let simd = if has("avx512_vnni") {
+        "AVX-512 VNNI"
+    } else if has("avx2") {
+        "AVX2, no AVX-512 VNNI"
+    } else {
+        "no AVX2"
+    };
+    format!("{} ({cores} logical cores, {simd})", field("model name").unwrap_or_else(|| "unknown model".into()))
 }
 
 /// Progress goes to stderr: this is a long-running command.
@@ -153,7 +179,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             peer.push(llama_prompt(bin, &model, prompt, &text, args)?);
         }
     }
-    let report = Report { demo, demo_seconds, peer, peer_build };
+    let report = Report { demo, demo_seconds, peer, peer_build, machine: machine() };
     write_report(&report, args)
 }
 
@@ -280,11 +306,12 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
         "Regenerate with `cargo run --release -p xtask -- bench-real --llama-bin PATH/llama.cpp/build/bin` \
          (after `cargo build --release -p anyspec-cli`). {} threads for both runtimes, temperature {}, at most \
          {} new tokens per prompt, the {} prompts of `assets/demo/specbench-prompts.json` through the model's \
-         chat template. Compare rows of one report: this machine's speed drifts between runs.\n",
+         chat template. Compare rows of one report: this machine's speed drifts between runs. Machine: {}.\n",
         demo.threads,
         demo.temperature,
         demo.max_tokens,
-        demo.prompts.len()
+        demo.prompts.len(),
+        report.machine
     )?;
     writeln!(md, "## anyspec (`anyspec demo`, {:.0} s)\n", report.demo_seconds)?;
     writeln!(md, "| method | α | tokens/step | c | theory | tokens/s | speedup | matches_ar |")?;

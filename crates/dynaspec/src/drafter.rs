@@ -319,7 +319,7 @@ impl ShortlistDrafter {
                 let started = Instant::now();
                 let logits = self.model.logits_of_hidden(&predicted, head.as_ref()).map_err(model_error)?;
                 self.count_position(started, head.as_ref());
-                token = draft.push_from_logits(&self.target_row(&logits, head.as_ref()), rng)?;
+                token = self.push(&mut draft, &logits, head.as_ref(), rng)?;
                 if t + 1 < max_tokens {
                     let started = Instant::now();
                     let next = feature.forward(&[token], &predicted, &mut self.cache, 1).map_err(model_error)?;
@@ -336,14 +336,26 @@ impl ShortlistDrafter {
         result.map(|()| draft.finish())
     }
 
-    /// Logits over the target's vocabulary: −∞ outside the shortlist.
-    fn target_row(&self, logits: &[f32], head: Option<&PrunedHead>) -> Vec<f32> {
-        let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
+    /// Draws the next token from the drafter's logits (over the shortlist's ids, or the model's
+    /// whole vocabulary); ids of the target's vocabulary outside them have logit −∞. Greedy
+    /// with a shortlist, no row over the target's vocabulary is made
+    /// ([`DraftBuilder::push_from_sparse_logits`]).
+    fn push(
+        &self,
+        draft: &mut DraftBuilder<'_>,
+        logits: &[f32],
+        head: Option<&PrunedHead>,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<u32> {
         match head {
-            None => row[..logits.len()].copy_from_slice(logits),
-            Some(head) => head.ids().iter().zip(logits).for_each(|(&id, &l)| row[id as usize] = l),
+            Some(head) => draft.push_from_sparse_logits(head.ids(), logits, self.target_vocab, rng),
+            None if logits.len() == self.target_vocab => draft.push_from_logits(logits, rng),
+            None => {
+                let mut row = vec![f32::NEG_INFINITY; self.target_vocab];
+                row[..logits.len()].copy_from_slice(logits);
+                draft.push_from_logits(&row, rng)
+            }
         }
-        row
     }
 }
 
@@ -389,7 +401,7 @@ impl Drafter for ShortlistDrafter {
             let started = Instant::now();
             let logits = self.feed(&[token], head.as_ref())?;
             self.count_position(started, head.as_ref());
-            token = draft.push_from_logits(&self.target_row(&logits, head.as_ref()), rng)?;
+            token = self.push(&mut draft, &logits, head.as_ref(), rng)?;
         }
         Ok(draft.finish())
     }

@@ -2,7 +2,7 @@
 
 use rand::Rng;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sampling::{SamplingConfig, argmax, logits_to_probs, sample};
 
 /// A drafter's proposal for the next tokens, as target-vocabulary ids.
@@ -144,6 +144,57 @@ impl<'a> DraftBuilder<'a> {
         Ok(token)
     }
 
+    /// Picks the next token from logits given only for `ids` (a drafter's head evaluated on a
+    /// shortlist; every other id of the target's `vocab` ids has logit −∞), appends it and
+    /// returns it: the token [`DraftBuilder::push_from_logits`] picks from the full row.
+    ///
+    /// Greedy, it is the argmax over the given pairs (ties to the lowest id), with no row over
+    /// the vocabulary: for SmolLM2's 49,152 ids that row cost a 192 KiB fill and a scan per
+    /// drafted token, more than the head of a small shortlist. Sampled, the full row is made:
+    /// speculative sampling needs the whole distribution `q`.
+    ///
+    /// # Errors
+    /// When `ids` and `logits` differ in length or an id is not below `vocab`; otherwise as
+    /// [`DraftBuilder::push_from_logits`].
+    pub fn push_from_sparse_logits<R: Rng + ?Sized>(
+        &mut self,
+        ids: &[u32],
+        logits: &[f32],
+        vocab: usize,
+        rng: &mut R,
+    ) -> Result<u32> {
+        if ids.len() != logits.len() {
+            return Err(Error::LengthMismatch {
+                what: "the shortlisted logits and their ids",
+                expected: ids.len(),
+                got: logits.len(),
+            });
+        }
+        if let Some(&token) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::TokenOutOfRange { token, vocab_size: vocab });
+        }
+        if !self.sampling.is_greedy() || ids.is_empty() {
+            let mut row = vec![f32::NEG_INFINITY; vocab];
+            ids.iter().zip(logits).for_each(|(&id, &l)| row[id as usize] = l);
+            return self.push_from_logits(&row, rng);
+        }
+        // The dense row's argmax: the largest value, the lowest id among equals; id 0 (outside
+        // or not) when no given logit is above −∞ or comparable, as a row of −∞ and NaN gives.
+        let mut best: Option<(u32, f32)> = None;
+        for (&id, &l) in ids.iter().zip(logits) {
+            let better = match best {
+                None => l > f32::NEG_INFINITY,
+                Some((b, bl)) => l > bl || (l == bl && id < b),
+            };
+            if better {
+                best = Some((id, l));
+            }
+        }
+        let token = best.map_or(0, |(id, _)| id);
+        self.tokens.push(token);
+        Ok(token)
+    }
+
     /// The draft: deterministic when greedy, sampled with its distributions otherwise.
     pub fn finish(self) -> Draft {
         if self.sampling.is_greedy() {
@@ -186,6 +237,59 @@ mod tests {
             distributions.push(probs);
         }
         assert_eq!(builder.finish(), Draft::sampled(tokens, distributions));
+    }
+
+    proptest::proptest! {
+        /// Greedy, the sparse path picks the dense row's argmax: ties (values from a small set)
+        /// go to the lowest id whatever order the ids come in, and a shortlist of −∞ gives id 0.
+        #[test]
+        fn sparse_logits_pick_what_the_dense_row_picks(
+            vocab in 1usize..40,
+            picks in proptest::collection::vec((0usize..1000, 0usize..4), 1..30),
+        ) {
+            let values = [f32::NEG_INFINITY, -1.0, 0.5, 2.0];
+            let mut ids: Vec<u32> = Vec::new();
+            let mut logits = Vec::new();
+            for (id, v) in picks {
+                let id = (id % vocab) as u32;
+                if !ids.contains(&id) {
+                    ids.push(id);
+                    logits.push(values[v]);
+                }
+            }
+            let mut dense = vec![f32::NEG_INFINITY; vocab];
+            ids.iter().zip(&logits).for_each(|(&id, &l)| dense[id as usize] = l);
+            let (greedy, mut rng) = (SamplingConfig::greedy(), StdRng::seed_from_u64(1));
+            let mut sparse = DraftBuilder::new(&greedy, 1);
+            let mut full = DraftBuilder::new(&greedy, 1);
+            proptest::prop_assert_eq!(
+                sparse.push_from_sparse_logits(&ids, &logits, vocab, &mut rng).unwrap(),
+                full.push_from_logits(&dense, &mut rng).unwrap()
+            );
+            proptest::prop_assert_eq!(sparse.finish(), full.finish());
+        }
+    }
+
+    #[test]
+    fn sparse_logits_are_sampled_from_the_dense_row_and_bad_ids_are_refused() {
+        let warm = SamplingConfig::new(1.0, None, 1.0).unwrap();
+        let (ids, logits) = ([4u32, 1], [0.3f32, 1.2]);
+        let mut dense = vec![f32::NEG_INFINITY; 6];
+        dense[4] = 0.3;
+        dense[1] = 1.2;
+        let (mut sparse, mut full) = (DraftBuilder::new(&warm, 8), DraftBuilder::new(&warm, 8));
+        let (mut rng, mut replay) = (StdRng::seed_from_u64(3), StdRng::seed_from_u64(3));
+        for _ in 0..8 {
+            sparse.push_from_sparse_logits(&ids, &logits, 6, &mut rng).unwrap();
+            full.push_from_logits(&dense, &mut replay).unwrap();
+        }
+        assert_eq!(sparse.finish(), full.finish());
+        let greedy = SamplingConfig::greedy();
+        let mut builder = DraftBuilder::new(&greedy, 1);
+        let err = builder.push_from_sparse_logits(&[6], &[1.0], 6, &mut rng).unwrap_err();
+        assert!(err.to_string().contains("token id 6 is outside the vocabulary of 6"), "{err}");
+        let err = builder.push_from_sparse_logits(&[1, 2], &[1.0], 6, &mut rng).unwrap_err();
+        assert!(err.to_string().contains("expected length 2, got 1"), "{err}");
     }
 
     #[test]

@@ -483,15 +483,7 @@ pub(super) fn dynaspec_shortlister(
     quick: bool,
     progress: &dyn Progress,
 ) -> anyhow::Result<DynamicShortlister> {
-    let mut params =
-        RouterParams { drafter_layers: layers, corpus: file_name(&assets.text.path), ..RouterParams::default() };
-    if quick {
-        params.max_positions = 2_000;
-        params.kmeans_iterations = 4;
-        params.train.epochs = 2;
-    }
-    let key = assets.text.key(&assets.target_vocabulary, &params);
-    let path = cache.join(format!("dynaspec-router-{key:016x}.safetensors"));
+    let (params, path) = router_entry(assets, cache, layers, quick);
     let cached = match path.is_file().then(|| RouterFile::load(&path, &assets.target_fingerprint)) {
         Some(Ok(file)) => Some(file),
         // A damaged entry, or one built for other weights under the same tokenizer: rebuilt.
@@ -523,6 +515,26 @@ pub(super) fn dynaspec_shortlister(
         }
     };
     Ok(DynamicShortlister::new(file.clusters, file.router, DYNASPEC_BUDGET, &assets.stop_tokens)?)
+}
+
+/// The build parameters of the demo's DynaSpec router for a drafter of `layers` layers, and
+/// the cache file it is kept in (its name hashes the text, the tokenizer and the parameters).
+fn router_entry(assets: &Assets, cache: &Path, layers: usize, quick: bool) -> (RouterParams, PathBuf) {
+    let mut params =
+        RouterParams { drafter_layers: layers, corpus: file_name(&assets.text.path), ..RouterParams::default() };
+    if quick {
+        params.max_positions = 2_000;
+        params.kmeans_iterations = 4;
+        params.train.epochs = 2;
+    }
+    let key = assets.text.key(&assets.target_vocabulary, &params);
+    (params, cache.join(format!("dynaspec-router-{key:016x}.safetensors")))
+}
+
+/// Whether the cache holds a file for the DynaSpec router of a drafter of `layers` layers (it
+/// is still checked against the target when loaded).
+pub(super) fn dynaspec_router_cached(assets: &Assets, cache: &Path, layers: usize, quick: bool) -> bool {
+    router_entry(assets, cache, layers, quick).1.is_file()
 }
 
 fn router_artifact(path: &Path, file: &RouterFile, built: bool, time: &str) -> Artifact {

@@ -31,7 +31,7 @@ use self::assets::TargetSource;
 use self::methods::{Kind, Method, MethodRun, SAMPLED_SLRS_BUDGET, select_methods};
 use self::prompts::{read_prompts, spread};
 use self::report::{Outcome, PromptInfo, Report, drafter_warnings, groups, render, rows};
-use self::timing::{FIRST_LAYER_CANDIDATES, Setup, run_one, verify_times};
+use self::timing::{FIRST_LAYER_CANDIDATES, Setup, choose_depth, run_one, verify_times};
 use crate::GlobalArgs;
 use crate::args::{flag_error, parse_device};
 use crate::output::{print_json, print_text};
@@ -80,7 +80,8 @@ pub(crate) struct Args {
     #[arg(long)]
     fixed_gamma: bool,
     /// Layers of the self-speculative drafter (the target's first L layers and its head); by
-    /// default the best of a few, measured on the first prompt.
+    /// default the fastest of a few, measured on the first prompt (one within 5% of it whose
+    /// DynaSpec router is already cached is kept instead: no rebuild over a near tie).
     #[arg(long, value_name = "L")]
     first_layers: Option<usize>,
     /// Kernel threads of the CPU engine (default: every core).
@@ -225,7 +226,6 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
             Some(candidates.len() as u64),
             ProgressUnit::Items,
         );
-        let mut best: Option<(usize, f64)> = None;
         for &l in &candidates {
             let model = setup.assets.target.first_layers(l)?;
             let mut drafter = ModelDrafter::new(model, setup.assets.target_rows);
@@ -236,15 +236,16 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
                 run_one(&mut target, Some(&mut drafter), &prompts[0].ids, &trial, tuner.as_mut(), args.seed)?;
             let speed = generation.stats.generated as f64 / elapsed.as_secs_f64().max(1e-9);
             first_layer_trials.push((l, speed));
-            if best.is_none_or(|(_, s)| speed > s) {
-                best = Some((l, speed));
-            }
             progress.advance(1);
         }
         progress.finish();
-        if let Some((l, _)) = best {
+        // A depth whose router is cached wins a near tie: no minutes-long rebuild because the
+        // trials ranked two depths of equal speed the other way this time.
+        let dynaspec = methods.iter().any(|m| m.kind == Kind::DynaSpec);
+        let cached = |l: usize| dynaspec && assets::dynaspec_router_cached(&setup.assets, &cache, l, args.quick);
+        if let Some(l) = choose_depth(&first_layer_trials, cached) {
             setup.first_layers = Some((l, setup.assets.target.first_layers(l)?));
-            if methods.iter().any(|m| m.kind == Kind::DynaSpec) {
+            if dynaspec {
                 let shortlister = assets::dynaspec_shortlister(&mut setup.assets, &cache, l, args.quick, progress)?;
                 let policy = anyspec_dynaspec::HeadPolicy::Dynamic(Box::new(shortlister.clone()));
                 let blocks = setup.assets.target.head_blocks(policy.blocks().unwrap_or_default())?;

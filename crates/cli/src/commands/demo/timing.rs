@@ -15,6 +15,29 @@ use super::assets::Assets;
 /// Layer counts tried for the self-speculative drafter (those below the target's depth).
 pub(super) const FIRST_LAYER_CANDIDATES: &[usize] = &[1, 2, 3, 4, 6, 8];
 
+/// How much slower than the fastest trial a depth may be and still be kept because its
+/// DynaSpec router is cached: each trial is one 32-token generation, and two trials of one
+/// depth differ by a few percent on a busy machine, while building a router for another depth
+/// takes minutes (and the previous run chose the cached depth by the same measurement).
+pub(super) const DEPTH_TIE: f64 = 0.05;
+
+/// The self-speculative drafter's depth from the `(layers, tokens/s)` trials: the fastest, or
+/// the fastest of the depths whose DynaSpec router is `cached` when it is within [`DEPTH_TIE`]
+/// of it. `None` without trials.
+pub(super) fn choose_depth(trials: &[(usize, f64)], cached: impl Fn(usize) -> bool) -> Option<usize> {
+    let fastest = |among: &mut dyn Iterator<Item = &(usize, f64)>| {
+        among.fold(None, |best: Option<(usize, f64)>, &(l, s)| match best {
+            Some((_, b)) if b >= s => best,
+            _ => Some((l, s)),
+        })
+    };
+    let (best, speed) = fastest(&mut trials.iter())?;
+    match fastest(&mut trials.iter().filter(|(l, _)| cached(*l))) {
+        Some((l, s)) if s >= speed * (1.0 - DEPTH_TIE) => Some(l),
+        _ => Some(best),
+    }
+}
+
 /// What the demo runs on, beyond the loaded assets.
 pub(super) struct Setup {
     pub(super) assets: Assets,
@@ -100,3 +123,24 @@ pub(super) fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyh
 
 /// Timed rounds of the verification-cost calibration (each one pass per width).
 pub(super) const CALIBRATION_ROUNDS: usize = 9;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fastest_depth_is_kept_unless_a_cached_one_is_within_the_tie() {
+        let trials = [(1, 100.0), (2, 120.0), (3, 118.0), (4, 90.0)];
+        // Nothing cached: the fastest; equal speeds go to the first tried.
+        assert_eq!(choose_depth(&trials, |_| false), Some(2));
+        assert_eq!(choose_depth(&[(1, 5.0), (2, 5.0)], |_| false), Some(1));
+        // 118 is within 5% of 120: the cached depth is kept.
+        assert_eq!(choose_depth(&trials, |l| l == 3), Some(3));
+        // 100 is not: the fastest wins and gets its own router.
+        assert_eq!(choose_depth(&trials, |l| l == 1), Some(2));
+        // Of several cached depths, the fastest of them.
+        assert_eq!(choose_depth(&trials, |l| l != 2), Some(3));
+        assert_eq!(choose_depth(&trials, |l| l == 2 || l == 3), Some(2));
+        assert_eq!(choose_depth(&[], |_| true), None);
+    }
+}
