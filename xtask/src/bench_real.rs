@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use anyspec_models::Checkpoint;
+use anyspec_models::{Checkpoint, Kernel};
 use serde::{Deserialize, Serialize};
 
 /// Options of `bench-real`.
@@ -108,27 +108,18 @@ struct Report {
     machine: String,
 }
 
-/// The CPU's model, its cores and which of the kernels' instruction sets it has, from
-/// `/proc/cpuinfo` ("unknown CPU" elsewhere).
+/// The CPU's model and cores (from `/proc/cpuinfo`, "unknown CPU" elsewhere) and the matrix
+/// kernel the runtime picks on it ([`Kernel::best`], its own run-time detection).
 fn machine() -> String {
-    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return "unknown CPU".into() };
-    let field = |name: &str| {
-        info.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    };
+    let kernel = format!("{:?} kernel", Kernel::best());
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return format!("unknown CPU, {kernel}") };
+    let model = info
+        .lines()
+        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == "model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown model", |(_, v)| v.trim());
     let cores = info.lines().filter(|l| l.starts_with("processor")).count();
-    let flags = field("flags").unwrap_or_default();
-    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    let simd = if has("avx512_vnni") {
-        "AVX-512 VNNI"
-    } else if has("avx2") {
-        "AVX2, no AVX-512 VNNI"
-    } else {
-        "no AVX2"
-    };
-    format!("{} ({cores} logical cores, {simd})", field("model name").unwrap_or_else(|| "unknown model".into()))
+    format!("{model} ({cores} logical cores, {kernel})")
 }
 
 /// Progress goes to stderr: this is a long-running command.
