@@ -95,6 +95,9 @@ pub(super) fn fits(
         && outs.iter().all(|o| o.len() >= range.len())
 }
 
+/// Splits the `outs.len()` activation rows into one or two tiles of at most [`TILE`] rows
+/// (as even as they go: 5 = 3 + 2, 7 = 4 + 3) and runs [`groups_of`] on them.
+///
 /// # Safety
 /// As for [`groups_of`].
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -105,50 +108,113 @@ unsafe fn dispatch_m<const F: u8>(
     first: usize,
     outs: &mut [&mut [f32]],
 ) {
-    // SAFETY (every arm): as for this function.
-    unsafe { super::for_row_count!(outs.len(), groups_of::<F>(groups, range, xq, first, outs)) }
+    // SAFETY (every arm): as for this function; each arm's tiles add up to outs.len().
+    unsafe {
+        match outs.len() {
+            1 => groups_of::<1, 0, F>(groups, range, xq, first, outs),
+            2 => groups_of::<2, 0, F>(groups, range, xq, first, outs),
+            3 => groups_of::<3, 0, F>(groups, range, xq, first, outs),
+            4 => groups_of::<4, 0, F>(groups, range, xq, first, outs),
+            5 => groups_of::<3, 2, F>(groups, range, xq, first, outs),
+            6 => groups_of::<3, 3, F>(groups, range, xq, first, outs),
+            7 => groups_of::<4, 3, F>(groups, range, xq, first, outs),
+            _ => groups_of::<4, 4, F>(groups, range, xq, first, outs),
+        }
+    }
 }
 
-/// The weights of a block are unpacked once and applied to all `M` activation rows, whose
-/// accumulators live in memory for `M` > 3 or so. Measured against passes of 2, 3 or 4 rows
-/// with their accumulators in registers (each pass unpacking the weights again): as fast at
-/// M ≤ 2, 15–25% faster at M ≥ 4 (576×1536 `Q4_1`, `cargo bench --bench matmul`).
+/// The most activation rows whose accumulators [`tile`] keeps in registers.
+const TILE: usize = 4;
+
+/// Group by group, the activation rows in a first tile of `A` rows and a second of `B` (0 for
+/// none), each tile's accumulators in registers ([`tile`]); the second tile reads the group's
+/// weights again, from the L1 cache where the first left them, and unpacks them again.
+///
+/// Why tiles: with all `M` rows in one pass (the kernel before this one) the weights of a block
+/// are unpacked once, but for `M` > 3 the accumulators no longer fit in the 16 registers and
+/// every row's block ends in a load and a store of its accumulator. Measured on this project's
+/// 2-core AMD EPYC (Zen 3, AVX2, no AVX-512), `cargo bench -p anyspec-cpu-kernels --bench
+/// matmul`, one thread, medians of four alternating runs of both binaries: `Q4_1` 576×1536
+/// went from 46.2 / 56.3 / 68.6 / 81.7 / 94.6 / 107.4 / 119.0 µs at M = 2..8 to 43.2 / 45.4 /
+/// 58.2 / 71.5 / 84.9 / 96.7 / 116.4 µs (6–19% less at M = 2..7), M = 1 unchanged (34.7 and
+/// 33.0 µs); the `Q8_0` LM head (576×49,152) within this machine's noise at every M (M = 1:
+/// 1.86 and 1.81 ms, M = 8: 5.04 and 5.12 ms). The rows' sums are the same, bit for bit: the
+/// 16-bit sums of a block are exact in any order, and each row's float operations are those of
+/// [`tile`] whatever the tile.
 ///
 /// # Safety
-/// AVX2/FMA/F16C available; the lengths checked in [`dot_groups`], and `outs.len() == M`.
-#[allow(clippy::needless_range_loop)] // `i` indexes the accumulators and the activation rows
+/// AVX2/FMA/F16C available; the lengths checked in [`dot_groups`], and
+/// `outs.len() == A + B`, `A`, `B` ≤ [`TILE`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn groups_of<const M: usize, const F: u8>(
+unsafe fn groups_of<const A: usize, const B: usize, const F: u8>(
     groups: Grouped<'_>,
     range: Range<usize>,
     xq: &QuantizedX,
     first: usize,
     outs: &mut [&mut [f32]],
 ) {
+    const { assert!(A >= 1 && A <= TILE && B <= TILE) };
+    let format = format_of(F);
+    let blocks = xq.cols / QK;
+    let stride = groups.order.stride(format);
+    for g in range.start / GROUP..range.end.div_ceil(GROUP) {
+        // SAFETY: group g's blocks lie at gp + b·stride (the groups of `range`, checked by the
+        // caller); the tiles' rows first..first + A and first + A..first + A + B are rows of xq.
+        let (a, b) = unsafe {
+            let gp = groups.data.as_ptr().add(groups.order.block_offset(format, blocks, g, 0));
+            let a = tile::<A, F, true>(gp, stride, xq, first);
+            let b = tile::<B, F, false>(gp, stride, xq, first + A);
+            (a, b)
+        };
+        let j = g * GROUP - range.start;
+        let n = (range.end - g * GROUP).min(GROUP);
+        for (out, acc) in outs.iter_mut().zip(a.iter().chain(b.iter())) {
+            let mut lanes = [0.0f32; GROUP];
+            // SAFETY: AVX available; `lanes` holds eight floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), *acc) };
+            out[j..j + n].copy_from_slice(&lanes[..n]);
+        }
+    }
+}
+
+/// The eight outputs of one group (weights at `gp`, block `b` at `gp + b·stride`) for the
+/// `R` activation rows `row..row + R` of `xq`, one register of eight lanes each. The weights
+/// of a block are unpacked 32 bytes at a time and met by every row of the tile before the
+/// next 32, so that the tile's integer sums and its accumulators stay in registers (2R + 6 of
+/// the 16). `PREFETCH`: whether to prefetch the group's stream (the first tile of a group).
+///
+/// # Safety
+/// AVX2/FMA/F16C available; the group's `blocks` blocks readable from `gp`; `row + R` rows in
+/// `xq`.
+#[allow(clippy::needless_range_loop)] // `i` indexes the sums, accumulators and rows
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile<const R: usize, const F: u8, const PREFETCH: bool>(
+    gp: *const u8,
+    stride: usize,
+    xq: &QuantizedX,
+    row: usize,
+) -> [__m256; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    if R == 0 {
+        return acc;
+    }
     let cols = xq.cols;
     let blocks = cols / QK;
-    let format = format_of(F);
-    // From one of a group's blocks to its next (further than the next group block when the
-    // groups are stored in pairs).
-    let (data, order) = (groups.data, groups.order);
-    let stride = order.stride(format);
     // The header fields (d, and m for Q4_1), eight f16 lanes each.
     let header = if F == Q4_1 { 4 * GROUP } else { 2 * GROUP };
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    // SAFETY (whole body): group g's block b lies at data + order.block_offset(g, 0) + b·stride
-    // for the groups of `range` (checked by the caller); activation row i < M has its values at
-    // qp + i·cols and its scales at dp/sp + i·blocks; outs[i] holds range.len() values.
+    // SAFETY (whole body): block b of the group lies at gp + b·stride; activation row i < R of
+    // the tile has its values at qp + i·cols and its scales at dp/sp + i·blocks.
     unsafe {
-        let qp = xq.qs.as_ptr().add(first * cols);
-        let dp = xq.d.as_ptr().add(first * blocks);
-        let sp = xq.s.as_ptr().add(first * blocks);
-        for g in range.start / GROUP..range.end.div_ceil(GROUP) {
-            let mut acc = [_mm256_setzero_ps(); M];
-            let gp = data.as_ptr().add(order.block_offset(format, blocks, g, 0));
-            for b in 0..blocks {
-                let p = gp.add(b * stride);
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let qp = xq.qs.as_ptr().add(row * cols);
+        let dp = xq.d.as_ptr().add(row * blocks);
+        let sp = xq.s.as_ptr().add(row * blocks);
+        for b in 0..blocks {
+            let p = gp.add(b * stride);
+            if PREFETCH {
                 // The lines PREFETCH_BYTES ahead in the group's stream (as in the AVX-512
                 // kernel; past the group's end, the next group's, or nothing).
                 for line in (0..stride).step_by(64) {
@@ -156,70 +222,57 @@ unsafe fn groups_of<const M: usize, const F: u8>(
                         p.wrapping_add(super::avx512_q8_groups::PREFETCH_BYTES + line).cast::<i8>(),
                     );
                 }
-                let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
-                let w = p.add(header);
-                // The activation block's 4-byte chunk `c`, in every lane.
-                let chunk = |i: usize, c: usize| -> __m256i {
-                    _mm256_set1_epi32(qp.add(i * cols + b * QK + 4 * c).cast::<i32>().read_unaligned())
-                };
-                if F == Q8_0 {
-                    let wt: [__m256i; 8] = core::array::from_fn(|t| _mm256_loadu_si256(w.add(32 * t).cast()));
-                    let aw = wt.map(|v| _mm256_sign_epi8(v, v));
-                    for i in 0..M {
-                        let mut isum = _mm256_setzero_si256();
-                        for t in 0..8 {
-                            let x = _mm256_sign_epi8(chunk(i, t), wt[t]);
-                            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[t], x), ones));
-                        }
-                        let scale = _mm256_mul_ps(d, _mm256_set1_ps(*dp.add(i * blocks + b)));
-                        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[i]);
-                    }
-                } else {
-                    let v: [__m256i; 4] = core::array::from_fn(|t| _mm256_loadu_si256(w.add(32 * t).cast()));
-                    let lo = v.map(|v| _mm256_and_si256(v, mask));
-                    let hi = v.map(|v| _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask));
-                    // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
-                    let offset = if F == Q4_1 {
-                        _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * GROUP).cast()))
-                    } else {
-                        _mm256_mul_ps(d, _mm256_set1_ps(-8.0))
-                    };
-                    for i in 0..M {
-                        let s0 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo[0], chunk(i, 0)),
-                            _mm256_maddubs_epi16(lo[1], chunk(i, 1)),
-                        );
-                        let s1 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo[2], chunk(i, 2)),
-                            _mm256_maddubs_epi16(lo[3], chunk(i, 3)),
-                        );
-                        let s2 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi[0], chunk(i, 4)),
-                            _mm256_maddubs_epi16(hi[1], chunk(i, 5)),
-                        );
-                        let s3 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi[2], chunk(i, 6)),
-                            _mm256_maddubs_epi16(hi[3], chunk(i, 7)),
-                        );
-                        let sum = _mm256_add_epi16(_mm256_add_epi16(s0, s1), _mm256_add_epi16(s2, s3));
-                        let isum = _mm256_madd_epi16(sum, ones);
-                        let scale = _mm256_mul_ps(d, _mm256_set1_ps(*dp.add(i * blocks + b)));
-                        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[i]);
-                        acc[i] = _mm256_fmadd_ps(offset, _mm256_set1_ps(*sp.add(i * blocks + b)), acc[i]);
+            }
+            let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+            let w = p.add(header);
+            // The activation block's 4-byte chunk `c` of the tile's row `i`, in every lane.
+            let chunk = |i: usize, c: usize| -> __m256i {
+                _mm256_set1_epi32(qp.add(i * cols + b * QK + 4 * c).cast::<i32>().read_unaligned())
+            };
+            let isum: [__m256i; R] = if F == Q8_0 {
+                let mut isum = [_mm256_setzero_si256(); R];
+                for t in 0..8 {
+                    let wt = _mm256_loadu_si256(w.add(32 * t).cast());
+                    let aw = _mm256_sign_epi8(wt, wt);
+                    for i in 0..R {
+                        let x = _mm256_sign_epi8(chunk(i, t), wt);
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
                     }
                 }
+                isum
+            } else {
+                // Sums of at most eight products of pairs, each at most 2 · 15 · 128 in
+                // magnitude: exact in 16-bit lanes whatever their order.
+                let mut sum = [_mm256_setzero_si256(); R];
+                for t in 0..4 {
+                    let v = _mm256_loadu_si256(w.add(32 * t).cast());
+                    let lo = _mm256_and_si256(v, mask);
+                    for i in 0..R {
+                        sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(lo, chunk(i, t)));
+                    }
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                    for i in 0..R {
+                        sum[i] = _mm256_add_epi16(sum[i], _mm256_maddubs_epi16(hi, chunk(i, t + 4)));
+                    }
+                }
+                sum.map(|s| _mm256_madd_epi16(s, ones))
+            };
+            for i in 0..R {
+                let scale = _mm256_mul_ps(d, _mm256_set1_ps(*dp.add(i * blocks + b)));
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), scale, acc[i]);
             }
-            let j = g * GROUP - range.start;
-            let n = (range.end - g * GROUP).min(GROUP);
-            for i in 0..M {
-                if n == GROUP {
-                    _mm256_storeu_ps(outs[i].as_mut_ptr().add(j), acc[i]);
+            if F != Q8_0 {
+                // Q4_0's `(n - 8)·d` is `n·d + (-8·d)`: Q4_1's offset with m = -8d.
+                let offset = if F == Q4_1 {
+                    _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * GROUP).cast()))
                 } else {
-                    let mut lanes = [0.0f32; GROUP];
-                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-                    outs[i].get_unchecked_mut(j..j + n).copy_from_slice(&lanes[..n]);
+                    _mm256_mul_ps(d, _mm256_set1_ps(-8.0))
+                };
+                for i in 0..R {
+                    acc[i] = _mm256_fmadd_ps(offset, _mm256_set1_ps(*sp.add(i * blocks + b)), acc[i]);
                 }
             }
         }
     }
+    acc
 }
