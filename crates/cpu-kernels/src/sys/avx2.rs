@@ -729,9 +729,10 @@ pub(crate) fn softmax_numerators(scores: &mut [f32]) -> (f32, f32) {
 }
 
 /// The largest of `scores`, NaNs skipped (−∞ when empty or all NaN): `fold(−∞, f32::max)`'s
-/// value, eight lanes at a time instead of one dependent comparison per score (a third of the
-/// softmax's time at 128 scores). A maximum is exact whatever the order; only the sign of a
-/// zero maximum can differ, and `exp(x − max)` is the same for either.
+/// value, eight lanes at a time instead of a chain of one dependent comparison per score. A
+/// maximum is exact whatever the order; only the sign of a zero maximum can differ, and
+/// `exp(x − max)` is the same for either. (Not measurable apart from the sums' change that came
+/// with it on this machine: the softmax was 1.3% of a demo run's CPU time before, 1.2% after.)
 ///
 /// # Safety
 /// AVX2 available.
