@@ -25,7 +25,11 @@
 //! whole budget, since asking is free and its drafts exist only where it found a match; what is
 //! verified is still cut to what pays. After [`PROBE_INTERVAL`] steps without an acceptance test,
 //! one token is verified to keep α measured, so the tuner comes back when the text turns
-//! predictable.
+//! predictable. Each probe that fails doubles the wait before the next (up to
+//! [`MAX_PROBE_INTERVAL`]) and one accepted token resets it: a probe costs a wider pass (and a
+//! model drafter's step), and where a drafter has nothing to offer (the dictionary on a RAG
+//! passage, a drafter of another tokenizer at α ≈ 0.05) probes every 8 steps were the whole of
+//! its loss against plain decoding.
 //!
 //! Changing γ between steps keeps decoding lossless: each step's verification preserves the
 //! target's distribution whatever the draft length, and the choice depends only on the past.
@@ -40,8 +44,49 @@ const ALPHA_DECAY: f64 = 0.9;
 const TIMING_WEIGHT: f64 = 0.25;
 
 /// After this many steps in a row without an acceptance test, one step drafts (or verifies) a
-/// single token to re-measure α.
+/// single token to re-measure α; the wait doubles after each failed probe ([`Probing`]).
 pub const PROBE_INTERVAL: usize = 8;
+
+/// The longest wait between two probes, reached after three failed probes in a row.
+pub const MAX_PROBE_INTERVAL: usize = 64;
+
+/// When the next probe is due: steps in a row without an acceptance test, and the wait, which
+/// starts at [`PROBE_INTERVAL`], doubles with each failed probe up to [`MAX_PROBE_INTERVAL`] and
+/// returns to the start when a test passes.
+#[derive(Clone, Copy, Debug)]
+struct Probing {
+    untested: usize,
+    interval: usize,
+}
+
+impl Default for Probing {
+    fn default() -> Self {
+        Probing { untested: 0, interval: PROBE_INTERVAL }
+    }
+}
+
+impl Probing {
+    /// Whether a step now should test one token even though the estimates say it does not pay.
+    fn due(&self) -> bool {
+        self.untested + 1 >= self.interval
+    }
+
+    /// Learns from a step that took `tests` acceptance tests (0: nothing verified) and passed
+    /// `passed` of them.
+    fn observe(&mut self, tests: usize, passed: usize) {
+        if tests == 0 {
+            self.untested += 1;
+            return;
+        }
+        if passed > 0 {
+            self.interval = PROBE_INTERVAL;
+        } else if self.due() {
+            // This step was (or could have been) the probe, and it failed.
+            self.interval = (2 * self.interval).min(MAX_PROBE_INTERVAL);
+        }
+        self.untested = 0;
+    }
+}
 
 /// A drafter costing at most this share of a one-position target pass per drafted token counts
 /// as free: it is always asked for the whole budget.
@@ -73,7 +118,7 @@ pub struct StepObservation {
 struct ClassCounts {
     passed: f64,
     tests: f64,
-    untested: usize,
+    probing: Probing,
 }
 
 /// Picks γ for the next step from measured acceptance and costs (see the module docs).
@@ -87,8 +132,9 @@ pub struct GammaTuner {
     verify: Vec<Option<f64>>,
     /// Running mean seconds of drafting, per drafted token.
     draft_per_token: Option<f64>,
-    /// Steps in a row without an acceptance test (nothing drafted or nothing verified).
-    plain_steps: usize,
+    /// When the next probe is due (steps without an acceptance test: nothing drafted or
+    /// nothing verified).
+    probing: Probing,
     /// Acceptance per confidence class, by class (few classes: a short list beats a map).
     classes: Vec<(u16, ClassCounts)>,
 }
@@ -102,7 +148,7 @@ impl GammaTuner {
             tests: 2.0,
             verify: vec![None; max_gamma + 1],
             draft_per_token: None,
-            plain_steps: 0,
+            probing: Probing::default(),
             classes: Vec::new(),
         }
     }
@@ -211,13 +257,14 @@ impl GammaTuner {
     /// [`GammaTuner::verify_len`] for a draft of `drafted` tokens of confidence class `class`
     /// ([`crate::Draft::cut_class`]): the γ ≤ `drafted` with the most expected tokens per second
     /// of verification under the class's own α ([`GammaTuner::class_alpha`]). A class whose
-    /// drafts have not been tested for [`PROBE_INTERVAL`] of its steps gets one token verified,
-    /// so its estimate recovers when the text changes. `None` is [`GammaTuner::verify_len`].
+    /// drafts have gone untested for its probe interval ([`PROBE_INTERVAL`], doubled by each
+    /// failed probe) gets one token verified, so its estimate recovers when the text changes.
+    /// `None` is [`GammaTuner::verify_len`].
     pub fn verify_len_for(&self, drafted: usize, class: Option<u16>) -> usize {
         let Some(class) = class else { return self.verify_len(drafted) };
         let alpha = self.class_alpha(Some(class));
-        let untested = self.class_counts(class).map_or(0, |c| c.untested);
-        self.best_of(drafted.min(self.max_gamma), &|gamma| self.expected_verify_rate(alpha, gamma), untested)
+        let probing = self.class_counts(class).map_or_else(Probing::default, |c| c.probing);
+        self.best_of(drafted.min(self.max_gamma), &|gamma| self.expected_verify_rate(alpha, gamma), probing)
     }
 
     /// Whether the drafter's measured cost per token is negligible beside a target pass.
@@ -235,12 +282,11 @@ impl GammaTuner {
         let rate = |gamma: usize| {
             if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(self.alpha(), gamma) }
         };
-        self.best_of(limit, &rate, self.plain_steps)
+        self.best_of(limit, &rate, self.probing)
     }
 
-    /// The γ in `0..=limit` with the highest `rate`, or 1 when that is 0 and a probe is due
-    /// (`untested` steps in a row without an acceptance test).
-    fn best_of(&self, limit: usize, rate: &dyn Fn(usize) -> Option<f64>, untested: usize) -> usize {
+    /// The γ in `0..=limit` with the highest `rate`, or 1 when that is 0 and a probe is due.
+    fn best_of(&self, limit: usize, rate: &dyn Fn(usize) -> Option<f64>, probing: Probing) -> usize {
         if limit == 0 {
             return 0;
         }
@@ -252,7 +298,7 @@ impl GammaTuner {
                 best = (gamma, r);
             }
         }
-        if best.0 == 0 && untested + 1 >= PROBE_INTERVAL { 1 } else { best.0 }
+        if best.0 == 0 && probing.due() { 1 } else { best.0 }
     }
 
     /// Records a timing of a target pass over `positions` positions measured elsewhere (a
@@ -265,11 +311,7 @@ impl GammaTuner {
 
     /// Learns from a finished step (`step.drafted` counts the tokens verified).
     pub fn observe(&mut self, step: &StepObservation) {
-        if step.drafted == 0 {
-            self.plain_steps += 1;
-        } else {
-            self.plain_steps = 0;
-        }
+        self.probing.observe(step.drafted, step.accepted);
         if step.drafted > 0 {
             // Acceptance tests taken: one per accepted token, plus the failed one unless the
             // whole draft was accepted.
@@ -281,13 +323,11 @@ impl GammaTuner {
         }
         if let Some(class) = step.class {
             let counts = self.class_counts_mut(class);
-            if step.drafted == 0 {
-                counts.untested += 1;
-            } else {
+            counts.probing.observe(step.drafted, step.accepted);
+            if step.drafted > 0 {
                 let tests = step.accepted + usize::from(!step.bonus);
                 counts.passed = ALPHA_DECAY * counts.passed + step.accepted as f64;
                 counts.tests = ALPHA_DECAY * counts.tests + tests as f64;
-                counts.untested = 0;
             }
         }
         if let Some(slot) = self.verify.get_mut(step.drafted) {
@@ -364,30 +404,46 @@ mod tests {
         assert_eq!(tuner.next_gamma(), 6);
     }
 
+    /// The gaps between successive probes (γ = 1 among zeros) in `choices`.
+    fn probe_gaps(choices: &[usize]) -> Vec<usize> {
+        let probes: Vec<usize> = choices.iter().enumerate().filter(|(_, g)| **g == 1).map(|(i, _)| i).collect();
+        probes.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
     #[test]
-    fn costly_wide_passes_and_poor_drafts_stop_drafting_but_keep_probing() {
+    fn costly_wide_passes_and_poor_drafts_stop_drafting_but_keep_probing_less_often() {
         // A CPU-like cost curve: each extra position costs 45% of a step.
         let verify = |k: usize| 10.0 * (1.0 + 0.45 * (k as f64 - 1.0));
         let mut tuner = GammaTuner::new(6);
         train(&mut tuner, 0.2, 0.0, &verify, 200);
         assert!(tuner.alpha() < 0.35, "α estimate {}", tuner.alpha());
-        let choices: Vec<usize> = (0..2 * PROBE_INTERVAL)
-            .map(|_| {
-                let gamma = tuner.verify_len(tuner.next_gamma());
-                let step = StepObservation {
-                    drafted: gamma,
-                    accepted: 0,
-                    bonus: gamma == 0,
-                    draft_time: Duration::ZERO,
-                    verify_time: ms(verify(gamma + 1)),
-                    class: None,
-                };
-                tuner.observe(&step);
-                gamma
-            })
-            .collect();
-        assert!(choices.iter().filter(|&&g| g == 0).count() >= choices.len() - 2, "{choices:?}");
-        assert!(choices.contains(&1), "no probe in {choices:?}");
+        // From here on every drafted token is rejected.
+        let mut step = |accepted: usize| {
+            let gamma = tuner.verify_len(tuner.next_gamma());
+            let accepted = accepted.min(gamma);
+            let bonus = gamma == 0 || accepted == gamma;
+            tuner.observe(&StepObservation {
+                drafted: gamma,
+                accepted,
+                bonus,
+                draft_time: Duration::ZERO,
+                verify_time: ms(verify(gamma + 1)),
+                class: None,
+            });
+            gamma
+        };
+        let choices: Vec<usize> = (0..300).map(|_| step(0)).collect();
+        assert!(choices.iter().all(|&g| g <= 1), "{choices:?}");
+        // Probes keep coming, each failure doubling the wait, up to the longest.
+        let gaps = probe_gaps(&choices);
+        assert!(gaps.len() >= 4, "{choices:?}");
+        assert!(gaps.windows(2).all(|w| w[0] <= w[1]), "{gaps:?}");
+        assert_eq!(gaps[gaps.len() - 2..], [MAX_PROBE_INTERVAL; 2], "{gaps:?}");
+        // A probe that passes brings the short wait back.
+        let until_probe = (0..=MAX_PROBE_INTERVAL).find(|_| step(1) == 1).expect("a probe within the longest wait");
+        assert!(until_probe < MAX_PROBE_INTERVAL, "{until_probe}");
+        let next: Vec<usize> = (0..PROBE_INTERVAL).map(|_| step(0)).collect();
+        assert_eq!(next.iter().filter(|&&g| g == 1).count(), 1, "{next:?}");
     }
 
     #[test]
@@ -521,9 +577,10 @@ mod tests {
         let verify = |k: usize| 10.0 * (1.0 + 0.45 * (k as f64 - 1.0));
         let mut tuner = GammaTuner::new(6);
         train_classes(&mut tuner, 0.9, 0.0, &verify, 400);
-        // Class 2 is never accepted: cut to nothing, but one token every PROBE_INTERVAL steps.
+        // Class 2 is never accepted: cut to nothing, but one token verified every so often, at
+        // the longest wait by now; the other class's probing is its own.
         let mut verified = Vec::new();
-        for _ in 0..2 * PROBE_INTERVAL {
+        for _ in 0..3 * MAX_PROBE_INTERVAL {
             let gamma = tuner.verify_len_for(6, Some(2));
             verified.push(gamma);
             tuner.observe(&StepObservation {
@@ -535,8 +592,9 @@ mod tests {
                 class: Some(2),
             });
         }
-        assert_eq!(verified.iter().filter(|&&g| g == 1).count(), 2, "{verified:?}");
         assert!(verified.iter().all(|&g| g <= 1), "{verified:?}");
+        assert_eq!(probe_gaps(&verified), [MAX_PROBE_INTERVAL; 2], "{verified:?}");
+        assert!(tuner.verify_len_for(6, Some(1)) >= 1, "class 1 is still verified");
     }
 
     #[test]
