@@ -42,6 +42,10 @@ pub(crate) struct Args {
     /// New tokens per prompt at most.
     #[arg(long, default_value_t = 96)]
     max_tokens: usize,
+    /// `anyspec demo --rounds`: each method's fastest of this many generations of each prompt
+    /// (llama-bench repeats each of its measurements 5 times and averages them).
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
     /// Extra arguments for `anyspec demo` (e.g. `--methods=prompt,hybrid`), one per flag.
     #[arg(long = "demo-arg", value_name = "ARG", allow_hyphen_values = true)]
     demo_args: Vec<String>,
@@ -57,6 +61,7 @@ struct Demo {
     threads: usize,
     temperature: f64,
     max_tokens: usize,
+    rounds: usize,
     prompts: Vec<DemoPrompt>,
     rows: Vec<DemoRow>,
     groups: Vec<String>,
@@ -148,6 +153,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let output = Command::new(&args.anyspec)
         .args(["demo", "--json", "--no-progress", "--threads", &args.threads.to_string()])
         .args(["--max-tokens", &args.max_tokens.to_string()])
+        .args(["--rounds", &args.rounds.to_string()])
         .arg("--model-file")
         .arg(&model)
         .args(&args.demo_args)
@@ -297,11 +303,14 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
         "Regenerate with `cargo run --release -p xtask -- bench-real --llama-bin PATH/llama.cpp/build/bin` \
          (after `cargo build --release -p anyspec-cli`). {} threads for both runtimes, temperature {}, at most \
          {} new tokens per prompt, the {} prompts of `assets/demo/specbench-prompts.json` through the model's \
-         chat template. Compare rows of one report: this machine's speed drifts between runs. Machine: {}.\n",
+         chat template. anyspec times decoding only (the target and the drafter read each prompt before the \
+         clock starts), and each method keeps its fastest of {} generations of each prompt, the methods and \
+         rounds taking turns. Compare rows of one report: this machine's speed drifts between runs. Machine: {}.\n",
         demo.threads,
         demo.temperature,
         demo.max_tokens,
         demo.prompts.len(),
+        demo.rounds,
         report.machine
     )?;
     writeln!(md, "## anyspec (`anyspec demo`, {:.0} s)\n", report.demo_seconds)?;

@@ -164,6 +164,47 @@ fn methods_selects_rows_and_sampling_runs_them() {
     std::fs::remove_dir_all(&cache).ok();
 }
 
+/// `--rounds 2`: each prompt is generated twice by every method and the faster kept, so the
+/// counters are those of one generation per prompt; the model drafter's reading of the prompt is
+/// timed apart from its decoding. Rounds of sampled runs, and no rounds, are refused.
+#[test]
+fn rounds_keep_one_generation_per_prompt_and_the_drafters_prefill_is_apart() {
+    let cache = temp_dir("demo", "rounds");
+    let (assets, cache_arg) = (assets(), cache.to_str().unwrap().to_string());
+    let common =
+        ["demo", "--model", "tiny", "--no-progress", "--assets", assets.to_str().unwrap(), "--cache-dir", &cache_arg];
+    let mut args = common.to_vec();
+    args.extend(["--json", "--methods", "prompt,self", "--first-layers", "2", "--prompts", "2", "--max-tokens", "8"]);
+    args.extend(["--rounds", "2"]);
+    let out = anyspec(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["rounds"], 2);
+    for row in report["rows"].as_array().unwrap() {
+        let method = row["method"].as_str().unwrap();
+        assert_eq!(row["generated"], 16, "{method}: two prompts of 8 tokens, not two rounds' worth");
+        assert_eq!(row["matches_ar"], true, "{method}");
+        let prefill = row["drafter_prefill_ms"].as_f64().unwrap();
+        match method {
+            "autoregressive" => assert_eq!(prefill, 0.0),
+            // The tiny drafter's pass over each prompt.
+            m if m.starts_with("self-speculative") => assert!(prefill > 0.0, "{row}"),
+            _ => assert!(prefill >= 0.0, "{row}"),
+        }
+    }
+    for (extra, expected) in [
+        (&["--rounds", "0"][..], "--rounds 0"),
+        (&["--rounds", "3", "--temperature", "0.8"][..], "--rounds 3 with --temperature 0.8"),
+    ] {
+        let mut args = common.to_vec();
+        args.extend(extra);
+        let out = anyspec(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(expected), "{extra:?}: {err}");
+    }
+    std::fs::remove_dir_all(&cache).ok();
+}
+
 #[test]
 fn save_tokens_writes_every_rows_greedy_output_and_replaces_only_its_own_files() {
     let cache = temp_dir("demo", "save-tokens");

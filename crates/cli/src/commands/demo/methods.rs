@@ -11,11 +11,10 @@ use anyspec_drafters::{
 };
 use anyspec_dynaspec::{HeadPolicy, ShortlistDrafter};
 use anyspec_models::{FeatureTap, LlamaTarget};
-use std::time::Duration;
 
 use super::assets::{Assets, HeteroDrafter};
 use super::prompts::Prompt;
-use super::timing::{Setup, run_one};
+use super::timing::{Setup, Timed, run_one};
 
 /// A method's drafter for one prompt; `None` decodes autoregressively.
 type MaybeDrafter = Option<Box<dyn Drafter>>;
@@ -319,7 +318,7 @@ impl MethodRun {
         prompt: &Prompt,
         config: &GenerationConfig,
         seed: u64,
-    ) -> anyhow::Result<(anyspec_core::Generation, Duration, Option<anyspec_core::AcceptanceAudit>)> {
+    ) -> anyhow::Result<Timed> {
         let name = &self.name;
         let (mut drafter, tap) =
             build_drafter(self.method, setup).with_context(|| format!("building the {name} drafter"))?;

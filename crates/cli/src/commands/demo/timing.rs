@@ -66,30 +66,75 @@ impl Setup {
     }
 }
 
-/// Generates from one prompt (prefill outside the timed region, as `anyspec generate` does).
+/// One timed generation: what [`run_one`] measured.
+pub(super) struct Timed {
+    pub(super) generation: anyspec_core::Generation,
+    /// Wall-clock time of the generation (both models had read the prompt before it started).
+    pub(super) elapsed: Duration,
+    /// The drafter's reading of the prompt, before the clock started (zero without a drafter).
+    pub(super) drafter_prefill: Duration,
+    /// When sampling, the acceptance tests against what the target's logits promised.
+    pub(super) audit: Option<AcceptanceAudit>,
+}
+
+/// Generates from one prompt, timing the decoding only: the target reads the prompt (its
+/// prefill) and so does the drafter, both before the clock starts, as `anyspec generate` and
+/// llama.cpp's `llama-bench -n` time decoding. The drafter reads it by drafting one token after
+/// it, with its own RNG (the generation's draws are unchanged), and that time is returned apart.
 /// When sampling, every draft is verified through an [`AuditedTarget`] (the host rule the CPU
 /// target runs anyway) and the audit of its acceptance tests comes back too.
 pub(super) fn run_one(
     target: &mut LlamaTarget,
-    drafter: Option<&mut dyn Drafter>,
+    mut drafter: Option<&mut dyn Drafter>,
     prompt: &[u32],
     config: &GenerationConfig,
     tuner: Option<&mut GammaTuner>,
     seed: u64,
-) -> anyhow::Result<(anyspec_core::Generation, Duration, Option<AcceptanceAudit>)> {
+) -> anyhow::Result<Timed> {
     target.reset();
     target.score(prompt, 0)?;
+    let drafter_prefill = match drafter.as_deref_mut() {
+        // A drafter with a cache (a model, EAGLE's feature layer) fills it here; one without
+        // (prompt lookup, a dictionary) costs next to nothing. Its next `propose` sees the same
+        // context and reuses what it read.
+        Some(drafter) => {
+            let started = Instant::now();
+            let mut own = StdRng::seed_from_u64(seed ^ DRAFTER_PREFILL_SEED);
+            drafter.propose(prompt, 1, &config.sampling, &mut own)?;
+            started.elapsed()
+        }
+        None => Duration::ZERO,
+    };
     let mut rng = StdRng::seed_from_u64(seed);
     let keep_going = &mut |_| std::ops::ControlFlow::Continue(());
     let started = Instant::now();
     if config.sampling.is_greedy() {
         let generation = generate_tuned(target, drafter, prompt, config, tuner, &mut rng, keep_going)?;
-        return Ok((generation, started.elapsed(), None));
+        return Ok(Timed { generation, elapsed: started.elapsed(), drafter_prefill, audit: None });
     }
     let mut audited = AuditedTarget::new(target);
     let generation = generate_tuned(&mut audited, drafter, prompt, config, tuner, &mut rng, keep_going)?;
-    Ok((generation, started.elapsed(), Some(*audited.audit())))
+    Ok(Timed { generation, elapsed: started.elapsed(), drafter_prefill, audit: Some(*audited.audit()) })
 }
+
+/// The faster of the round kept so far and round `round` (0-based) of `method` on one prompt.
+/// Rounds are greedy runs of the same prompt: their tokens must be the same, whatever the γ
+/// tuner chose from the timings of each, so a difference is an error, not a measurement.
+pub(super) fn faster_round(kept: Option<Timed>, new: Timed, method: &str, round: usize) -> anyhow::Result<Timed> {
+    let Some(kept) = kept else { return Ok(new) };
+    if kept.generation.tokens != new.generation.tokens {
+        anyhow::bail!(
+            "{method}: round {} of a prompt wrote other tokens than round 1 at temperature 0, which must not \
+             happen (greedy speculative decoding is lossless whatever γ a step takes); please report it",
+            round + 1
+        );
+    }
+    Ok(if new.elapsed < kept.elapsed { new } else { kept })
+}
+
+/// Mixed into the seed of the RNG the drafter reads the prompt with, so that it never repeats
+/// the generation's draws.
+const DRAFTER_PREFILL_SEED: u64 = 0x0d4a_f7e4_9b1c_2e35;
 
 /// Seconds of a target pass over k = 1..=`widest` positions after `prompt` (the median of
 /// [`CALIBRATION_ROUNDS`] passes each).
