@@ -28,8 +28,9 @@
 //! predictable. Each probe that fails doubles the wait before the next (up to
 //! [`MAX_PROBE_INTERVAL`]) and one accepted token resets it: a probe costs a wider pass (and a
 //! model drafter's step), and where a drafter has nothing to offer (the dictionary on a RAG
-//! passage, a drafter of another tokenizer at α ≈ 0.05) probes every 8 steps were the whole of
-//! its loss against plain decoding.
+//! passage, a drafter of another tokenizer at α ≈ 0.05) a probe every 8 steps paid them for
+//! little: SLEM's row of `anyspec demo` verified 192 drafted tokens over 1,638 generated, 9 of
+//! them accepted, and 41 with the backoff.
 //!
 //! Changing γ between steps keeps decoding lossless: each step's verification preserves the
 //! target's distribution whatever the draft length, and the choice depends only on the past.
