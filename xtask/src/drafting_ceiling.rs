@@ -372,6 +372,7 @@ fn walk_tuner(positions: &[Vec<Position>], cost: &Cost) -> (f64, f64) {
             draft_time: Duration::from_secs_f64(1e-4 * UNIT_SECONDS * drafted as f64),
             verify_time: Duration::from_secs_f64(cost.of(verified + 1) * UNIT_SECONDS),
             class,
+            source: None,
         });
         (verified, accepted)
     })

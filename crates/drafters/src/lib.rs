@@ -107,7 +107,7 @@ pub use error::{Error, Result};
 pub use hetero::auto::{Algo, AutoChoice};
 pub use hetero::{AlgoRequest, Bridge, HeteroConfig, HeteroModelDrafter, RdkForm, SlemDrafter};
 pub use hybrid::{Hybrid, HybridOrder, StaticSource};
-pub use lookup_first::LookupFirst;
+pub use lookup_first::{FALLBACK_CLASS, LookupFirst};
 pub use model::ModelDrafter;
 pub use prompt_lookup::{MAX_NGRAM_LIMIT, PromptLookup, PromptLookupConfig};
 pub use token_ngram::{MAX_ORDER_LIMIT, Prediction, TokenNgramConfig, TokenNgramDrafter, TokenNgramModel};

@@ -6,6 +6,11 @@ use rand::RngCore;
 
 use crate::prompt_lookup::PromptLookup;
 
+/// The confidence class that [`LookupFirst::source_class`] announces when the fallback will
+/// draft, apart from every other drafter's classes: the γ tuner learns the fallback's acceptance
+/// and cost under it, apart from prompt lookup's.
+pub const FALLBACK_CLASS: u16 = 2048;
+
 /// [`PromptLookup`]'s draft when it has one, else `fallback`'s.
 ///
 /// Prompt lookup costs microseconds and, where it matches, is right far more often than a
@@ -57,6 +62,16 @@ impl<D: Drafter> Drafter for LookupFirst<D> {
         }
         Ok(draft)
     }
+
+    /// Prompt lookup's class (the length of the match) when it has a draft for `context`, else
+    /// [`FALLBACK_CLASS`]: the two sources' acceptance and cost differ by far (prompt lookup
+    /// costs microseconds, an EAGLE drafter about a tenth of a target step per token), so the γ
+    /// tuner asks each for what its own figures pay (`GammaTuner::next_gamma_for`). Prompt
+    /// lookup runs again in `propose`; it costs microseconds.
+    fn source_class(&mut self, context: &[u32]) -> Option<u16> {
+        let prompt = self.prompt.draft(context, 1);
+        if prompt.is_empty() { Some(FALLBACK_CLASS) } else { prompt.cut_class() }
+    }
 }
 
 #[cfg(test)]
@@ -94,5 +109,21 @@ mod tests {
         let draft = d.propose(&[10, 11, 12], 3, &greedy, &mut rng).unwrap();
         assert_eq!(draft.tokens, vec![7, 7]);
         assert_eq!(d.sources(), (1, 1));
+    }
+
+    #[test]
+    fn the_source_is_announced_before_drafting_without_asking_the_fallback() {
+        let mut d = LookupFirst::new(PromptLookup::new(PromptLookupConfig::default()).unwrap(), Sevens(0));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        let greedy = SamplingConfig::greedy();
+        // A match: the class of lookup's draft (its match length), as `propose` then labels it.
+        let context = [1, 2, 3, 4, 5, 1, 2];
+        let announced = d.source_class(&context);
+        let draft = d.propose(&context, 2, &greedy, &mut rng).unwrap();
+        assert!(announced.is_some_and(|c| c < FALLBACK_CLASS), "{announced:?}");
+        assert_eq!(announced, draft.cut_class());
+        // No match: the fallback's class, and the fallback itself is not run to say so.
+        assert_eq!(d.source_class(&[10, 11, 12]), Some(FALLBACK_CLASS));
+        assert_eq!(d.fallback().0, 0);
     }
 }

@@ -112,6 +112,10 @@ pub struct StepObservation {
     pub verify_time: Duration,
     /// The confidence class the draft was cut by ([`crate::Draft::cut_class`]), if any.
     pub class: Option<u16>,
+    /// The class the drafter announced before drafting ([`crate::Drafter::source_class`]), if
+    /// any: its acceptance and drafting cost decide how much to ask for next time
+    /// ([`GammaTuner::next_gamma_for`]).
+    pub source: Option<u16>,
 }
 
 /// Decayed acceptance counts of one confidence class, and its steps in a row without a test.
@@ -120,6 +124,8 @@ struct ClassCounts {
     passed: f64,
     tests: f64,
     probing: Probing,
+    /// Running mean seconds of drafting per drafted token, in this class's steps.
+    draft_per_token: Option<f64>,
 }
 
 /// Picks γ for the next step from measured acceptance and costs (see the module docs).
@@ -227,9 +233,15 @@ impl GammaTuner {
     /// Expected tokens per second of a step drafting `gamma` tokens under the current
     /// estimates, or `None` before the first timing.
     pub fn expected_rate(&self, gamma: usize) -> Option<f64> {
+        self.rate_of(self.alpha(), self.draft_per_token, gamma)
+    }
+
+    /// Expected tokens per second of a step drafting `gamma` tokens of acceptance `alpha` at
+    /// `draft_per_token` seconds each, or `None` before the first timing.
+    fn rate_of(&self, alpha: f64, draft_per_token: Option<f64>, gamma: usize) -> Option<f64> {
         let verify = self.estimated_verify_time(gamma + 1)?;
-        let draft = if gamma == 0 { 0.0 } else { gamma as f64 * self.draft_per_token.unwrap_or(0.0) };
-        Some(expected_tokens(self.alpha(), gamma) / (draft + verify).max(1e-12))
+        let draft = if gamma == 0 { 0.0 } else { gamma as f64 * draft_per_token.unwrap_or(0.0) };
+        Some(expected_tokens(alpha, gamma) / (draft + verify).max(1e-12))
     }
 
     /// Expected tokens per second of verifying `gamma` drafted tokens of acceptance `alpha`,
@@ -241,10 +253,32 @@ impl GammaTuner {
 
     /// The γ the next step should ask the drafter for.
     pub fn next_gamma(&self) -> usize {
-        if self.drafting_is_free() {
+        if self.drafting_is_free(self.draft_per_token) {
             return self.max_gamma;
         }
         self.best(self.max_gamma, true)
+    }
+
+    /// [`GammaTuner::next_gamma`] for a draft that the drafter has announced will come under
+    /// `source` ([`crate::Drafter::source_class`]): the γ with the most expected tokens per
+    /// second under that class's own α and drafting cost (each the overall one until the class
+    /// has been seen), probing on the class's own schedule. `None` is
+    /// [`GammaTuner::next_gamma`].
+    ///
+    /// A hybrid of a free and a costly drafter (prompt lookup, then an EAGLE drafter where the
+    /// prompt has no match) has two acceptance rates and two costs; one α and one mean cost
+    /// for both asked the model for drafts whenever prompt lookup's high acceptance made
+    /// drafting look worthwhile, and the model's cost was paid for drafts then cut to nothing.
+    pub fn next_gamma_for(&self, source: Option<u16>) -> usize {
+        let Some(source) = source else { return self.next_gamma() };
+        let counts = self.class_counts(source);
+        let draft = counts.and_then(|c| c.draft_per_token).or(self.draft_per_token);
+        if self.drafting_is_free(draft) {
+            return self.max_gamma;
+        }
+        let alpha = self.class_alpha(Some(source));
+        let probing = counts.map_or_else(Probing::default, |c| c.probing);
+        self.best_of(self.max_gamma, &|gamma| self.rate_of(alpha, draft, gamma), probing)
     }
 
     /// How many of the tokens drafted for a request of `asked` to verify: the γ ≤ `asked` with
@@ -268,9 +302,10 @@ impl GammaTuner {
         self.best_of(drafted.min(self.max_gamma), &|gamma| self.expected_verify_rate(alpha, gamma), probing)
     }
 
-    /// Whether the drafter's measured cost per token is negligible beside a target pass.
-    fn drafting_is_free(&self) -> bool {
-        match (self.draft_per_token, self.estimated_verify_time(1)) {
+    /// Whether a measured drafting cost per token (`None`: not measured) is negligible beside a
+    /// target pass.
+    fn drafting_is_free(&self, draft_per_token: Option<f64>) -> bool {
+        match (draft_per_token, self.estimated_verify_time(1)) {
             (Some(draft), Some(step)) => draft <= FREE_DRAFT * step,
             // Nothing measured yet: ask for everything, and measure.
             _ => true,
@@ -322,13 +357,18 @@ impl GammaTuner {
             let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
             self.draft_per_token = Some(blend(self.draft_per_token, per_token));
         }
-        if let Some(class) = step.class {
+        // The class the draft was cut by, and the one announced before drafting when that is
+        // another (a hybrid's model source, whose drafts carry classes of their own).
+        let source = step.source.filter(|&s| step.class != Some(s));
+        for class in [step.class, source].into_iter().flatten() {
             let counts = self.class_counts_mut(class);
             counts.probing.observe(step.drafted, step.accepted);
             if step.drafted > 0 {
                 let tests = step.accepted + usize::from(!step.bonus);
                 counts.passed = ALPHA_DECAY * counts.passed + step.accepted as f64;
                 counts.tests = ALPHA_DECAY * counts.tests + tests as f64;
+                let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
+                counts.draft_per_token = Some(blend(counts.draft_per_token, per_token));
             }
         }
         if let Some(slot) = self.verify.get_mut(step.drafted) {
@@ -382,6 +422,7 @@ mod tests {
                 draft_time: ms(draft_ms * gamma as f64),
                 verify_time: ms(verify_ms(gamma + 1)),
                 class: None,
+                source: None,
             };
             tuner.observe(&step);
         }
@@ -430,6 +471,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(verify(gamma + 1)),
                 class: None,
+                source: None,
             });
             gamma
         };
@@ -464,6 +506,7 @@ mod tests {
                     draft_time: ms(draft_ms * g as f64),
                     verify_time: ms(verify(g + 1)),
                     class: None,
+                    source: None,
                 });
             }
             train(&mut tuner, alpha, draft_ms, &verify, 400);
@@ -501,6 +544,7 @@ mod tests {
             draft_time: Duration::ZERO,
             verify_time: ms(t),
             class: None,
+            source: None,
         };
         tuner.observe(&step(0, 10.0));
         // One width: flat (optimistic) everywhere.
@@ -538,6 +582,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(verify_ms(gamma + 1)),
                 class: Some(class),
+                source: None,
             });
         }
     }
@@ -555,6 +600,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(verify(g + 1)),
                 class: None,
+                source: None,
             });
         }
         train_classes(&mut tuner, 0.95, 0.1, &verify, 400);
@@ -571,6 +617,52 @@ mod tests {
         assert!(tuner.verify_len(6) > shallow, "overall {}", tuner.verify_len(6));
         // A class never seen leans on the overall α.
         assert!((tuner.class_alpha(Some(9)) - tuner.alpha()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_hybrids_costly_source_is_asked_only_for_what_its_own_figures_pay() {
+        // A hybrid of a free source (class 1, α 0.9, as prompt lookup where it matches) and a
+        // model (class 2, α 0.2, a fifth of a step per token), announced before drafting, on
+        // the CPU's cost curve; the engine's loop: ask, draft, cut, observe.
+        let verify = |k: usize| 10.0 * (1.0 + 0.12 * (k as f64 - 1.0));
+        let mut tuner = GammaTuner::new(6);
+        let (mut debts, mut model_asked) = ([0.0, 0.0], 0);
+        for i in 0..600 {
+            let (source, alpha, draft_ms) = if i % 2 == 0 { (1, 0.9, 0.0) } else { (2, 0.2, 2.0) };
+            let asked = tuner.next_gamma_for(Some(source));
+            model_asked += usize::from(source == 2 && i >= 344 && asked > 0);
+            let gamma = tuner.verify_len_for(asked, Some(source));
+            let debt = &mut debts[usize::from(source) - 1];
+            let (mut accepted, mut bonus) = (0, true);
+            for _ in 0..gamma {
+                *debt += alpha;
+                if *debt >= 1.0 {
+                    *debt -= 1.0;
+                    accepted += 1;
+                } else {
+                    bonus = false;
+                    break;
+                }
+            }
+            tuner.observe(&StepObservation {
+                drafted: gamma,
+                accepted,
+                bonus,
+                draft_time: ms(draft_ms * asked as f64),
+                verify_time: ms(verify(gamma + 1)),
+                class: Some(source),
+                source: Some(source),
+            });
+        }
+        assert_eq!(tuner.next_gamma_for(Some(1)), 6, "the free source is asked for everything");
+        // α 0.2 at a fifth of a step per token never pays (1.2 tokens for 1.32 steps at γ = 1):
+        // the model is not asked, but for a probe now and then (of its last 128 turns).
+        assert!(tuner.next_gamma_for(Some(2)) <= 1, "the model is asked for {}", tuner.next_gamma_for(Some(2)));
+        assert!(model_asked <= 128 / PROBE_INTERVAL, "the model drafted in {model_asked} of its last 128 turns");
+        // One α and one mean cost for both sources, the free one's acceptance dominating, ask
+        // the model for drafts it then pays for.
+        assert!(tuner.next_gamma() >= 2, "the pooled figures ask for {}", tuner.next_gamma());
+        assert!(tuner.next_gamma_for(None) == tuner.next_gamma());
     }
 
     #[test]
@@ -591,6 +683,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(verify(gamma + 1)),
                 class: Some(2),
+                source: None,
             });
         }
         assert!(verified.iter().all(|&g| g <= 1), "{verified:?}");
@@ -610,6 +703,7 @@ mod tests {
                 draft_time: Duration::ZERO,
                 verify_time: ms(1.0),
                 class: None,
+                source: None,
             };
             tuner.observe(&step);
         }

@@ -73,6 +73,20 @@ pub trait Drafter {
         sampling: &SamplingConfig,
         rng: &mut dyn RngCore,
     ) -> Result<Draft>;
+
+    /// The confidence class ([`Draft::confidence_class`]) the next draft for `context` will come
+    /// under, when the drafter knows it before drafting: a hybrid that has found a free draft,
+    /// or that will ask its costly model. `None` (the default): not known in advance.
+    ///
+    /// [`generate_tuned`] asks before each step and has the γ tuner choose how many tokens to ask
+    /// for from that class's acceptance and drafting cost ([`crate::GammaTuner::next_gamma_for`]);
+    /// a draft that carries no class of its own (a sampled one, say) is cut by this one. Like the
+    /// draft, it may depend on `context` and the drafter's past only, so either choice is made
+    /// before any token is drawn and verification stays lossless.
+    fn source_class(&mut self, context: &[u32]) -> Option<u16> {
+        let _ = context;
+        None
+    }
 }
 
 impl<T: Target + ?Sized> Target for &mut T {
@@ -109,6 +123,10 @@ impl<D: Drafter + ?Sized> Drafter for &mut D {
         rng: &mut dyn RngCore,
     ) -> Result<Draft> {
         (**self).propose(context, max_tokens, sampling, rng)
+    }
+
+    fn source_class(&mut self, context: &[u32]) -> Option<u16> {
+        (**self).source_class(context)
     }
 }
 
@@ -308,8 +326,14 @@ pub fn generate_tuned(
             break StopReason::ContextFull;
         }
         // A step emits up to γ + 1 tokens; never draft what could not be kept.
+        let asked = Instant::now();
+        let source = match (&tuner, drafter.as_deref_mut()) {
+            (Some(_), Some(drafter)) => drafter.source_class(&sequence),
+            _ => None,
+        };
+        let announce_time = asked.elapsed();
         let wanted = match (&tuner, &drafter) {
-            (Some(tuner), Some(_)) => tuner.next_gamma().min(config.gamma),
+            (Some(tuner), Some(_)) => tuner.next_gamma_for(source).min(config.gamma),
             _ => config.gamma,
         };
         let gamma = wanted.min(remaining.min(room) - 1);
@@ -319,13 +343,15 @@ pub fn generate_tuned(
             Some(drafter) if gamma > 0 => drafter.propose(&sequence, gamma, &config.sampling, rng)?,
             _ => Draft::empty(),
         };
-        let draft_time = started.elapsed();
+        let draft_time = started.elapsed() + announce_time;
         stats.draft_time += draft_time;
         check_draft(&draft, gamma, vocab_size)?;
+        // Verify only what pays: decided from γ, and from the deterministic draft's confidence
+        // class or else the class the drafter announced before drafting, never from a sampled
+        // draft's tokens (lossless).
+        let class = draft.cut_class().or(source);
         if let Some(tuner) = tuner.as_deref() {
-            // Verify only what pays: decided from γ, and for a deterministic draft from its
-            // confidence class, never from a sampled draft's tokens (lossless).
-            draft.truncate(tuner.verify_len_for(gamma, draft.cut_class()));
+            draft.truncate(tuner.verify_len_for(gamma, class));
         }
 
         let started = Instant::now();
@@ -344,7 +370,8 @@ pub fn generate_tuned(
                 bonus: verdict.bonus,
                 draft_time,
                 verify_time,
-                class: draft.cut_class(),
+                class,
+                source,
             };
             tuner.observe(&step);
         }

@@ -9,7 +9,11 @@ use std::ops::ControlFlow;
 
 use anyspec_core::projection::{ABSENT, AffinityMatrix, IdMap};
 use anyspec_core::toy::{Bridge, DraftMode, MarkovChain, MarkovDrafter, MarkovTarget};
-use anyspec_core::{DeterministicRule, Drafter, GammaPolicy, GenerationConfig, SamplingConfig, Target, generate};
+use anyspec_core::{
+    DeterministicRule, Draft, Drafter, GammaPolicy, GammaTuner, GenerationConfig, SamplingConfig, Target, generate,
+    generate_tuned,
+};
+use rand::RngCore;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -158,6 +162,59 @@ fn adaptive_gamma_is_lossless() {
             .unwrap();
     let config = GenerationConfig { gamma_policy: GammaPolicy::Adaptive, ..config(4, t(1.0)) };
     assert_lossless("adaptive γ ≤ 4", &target, Some(drafter), &config, 602);
+}
+
+/// A drafter that announces a source class before drafting, from the context alone (1 after an
+/// even token, 2 after an odd one), as a hybrid of prompt lookup and a model does.
+struct Announcing(MarkovDrafter);
+
+impl Drafter for Announcing {
+    fn propose(
+        &mut self,
+        context: &[u32],
+        max_tokens: usize,
+        sampling: &SamplingConfig,
+        rng: &mut dyn RngCore,
+    ) -> anyspec_core::Result<Draft> {
+        self.0.propose(context, max_tokens, sampling, rng)
+    }
+
+    fn source_class(&mut self, context: &[u32]) -> Option<u16> {
+        context.last().map(|&t| 1 + (t % 2) as u16)
+    }
+}
+
+#[test]
+fn asking_and_cutting_by_announced_sources_is_lossless() {
+    // One tuner across every generation, so that what it learned per source decides how much
+    // is asked and how much of each sampled draft is verified.
+    let chain = target_chain(8);
+    let perturbed = chain.perturbed(1.2, &mut StdRng::seed_from_u64(801));
+    let mut drafter = Announcing(MarkovDrafter::new(perturbed, Bridge::Same, DraftMode::Sample).unwrap());
+    let mut target = MarkovTarget::new(chain.clone()).unwrap();
+    let config = GenerationConfig { gamma_policy: GammaPolicy::Adaptive, ..config(4, t(1.0)) };
+    let mut tuner = GammaTuner::new(config.gamma);
+    let mut rng = StdRng::seed_from_u64(802);
+    let mut counts = vec![0u64; VOCAB.pow(LENGTH as u32)];
+    for _ in 0..SAMPLES {
+        let generation = generate_tuned(
+            &mut target,
+            Some(&mut drafter),
+            &[PROMPT],
+            &config,
+            Some(&mut tuner),
+            &mut rng,
+            &mut |_| ControlFlow::Continue(()),
+        )
+        .expect("generation succeeds");
+        counts[index(&generation.tokens)] += 1;
+    }
+    let result = g_test(&counts, &exact(&chain, &config.sampling));
+    assert!(result.p_value > PASS_P_VALUE, "the output does not follow the target distribution: {result:?}");
+    // Both sources were learned apart from the pooled estimate.
+    for source in [1, 2] {
+        assert_ne!(tuner.class_alpha(Some(source)), tuner.alpha(), "source {source} was never observed");
+    }
 }
 
 #[test]
