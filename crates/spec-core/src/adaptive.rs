@@ -23,7 +23,11 @@
 //! stopping short on the second. `γ = 0` (a plain step) wins when drafting does not pay.
 //! A drafter whose cost is negligible (prompt lookup, a dictionary) is always asked for the
 //! whole budget, since asking is free and its drafts exist only where it found a match; what is
-//! verified is still cut to what pays. After [`PROBE_INTERVAL`] steps without an acceptance test,
+//! verified is still cut to what pays. A drafter that knows before drafting which class its
+//! next draft comes under ([`crate::Drafter::source_class`]: a hybrid of prompt lookup and a
+//! model says whether lookup matched) is asked for what that class's own α and drafting cost
+//! pay ([`GammaTuner::next_gamma_for`]), so the model is not asked for drafts on the strength
+//! of prompt lookup's acceptance. After [`PROBE_INTERVAL`] steps without an acceptance test,
 //! one token is verified to keep α measured, so the tuner comes back when the text turns
 //! predictable. Each probe that fails doubles the wait before the next (up to
 //! [`MAX_PROBE_INTERVAL`]) and one accepted token resets it: a probe costs a wider pass (and a
