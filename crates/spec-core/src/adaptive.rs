@@ -122,30 +122,43 @@ pub struct StepObservation {
     pub source: Option<u16>,
 }
 
-/// Decayed acceptance counts of one confidence class, and its steps in a row without a test.
+/// What the tuner learns of a set of steps (all of them, or one confidence class's): decayed
+/// acceptance tests passed and taken, the running mean cost of drafting per drafted token, and
+/// when the next probe is due.
 #[derive(Clone, Copy, Debug, Default)]
 struct ClassCounts {
     passed: f64,
     tests: f64,
     probing: Probing,
-    /// Running mean seconds of drafting per drafted token, in this class's steps.
+    /// Running mean seconds of drafting per drafted token, in these steps.
     draft_per_token: Option<f64>,
+}
+
+impl ClassCounts {
+    /// Learns from a finished step (`step.drafted` counts the tokens verified).
+    fn observe(&mut self, step: &StepObservation) {
+        self.probing.observe(step.drafted, step.accepted);
+        if step.drafted > 0 {
+            // Acceptance tests taken: one per accepted token, plus the failed one unless the
+            // whole draft was accepted.
+            let tests = step.accepted + usize::from(!step.bonus);
+            self.passed = ALPHA_DECAY * self.passed + step.accepted as f64;
+            self.tests = ALPHA_DECAY * self.tests + tests as f64;
+            let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
+            self.draft_per_token = Some(blend(self.draft_per_token, per_token));
+        }
+    }
 }
 
 /// Picks γ for the next step from measured acceptance and costs (see the module docs).
 #[derive(Clone, Debug)]
 pub struct GammaTuner {
     max_gamma: usize,
-    /// Decayed acceptance tests passed and taken; the prior is one of each (α = 0.5).
-    passed: f64,
-    tests: f64,
+    /// Every step's acceptance (the prior: one test passed of two, α = 0.5), drafting cost and
+    /// probing (steps without an acceptance test: nothing drafted or nothing verified).
+    overall: ClassCounts,
     /// Running mean seconds of a pass over `k` positions at index `k − 1`.
     verify: Vec<Option<f64>>,
-    /// Running mean seconds of drafting, per drafted token.
-    draft_per_token: Option<f64>,
-    /// When the next probe is due (steps without an acceptance test: nothing drafted or
-    /// nothing verified).
-    probing: Probing,
     /// Acceptance per confidence class, by class (few classes: a short list beats a map).
     classes: Vec<(u16, ClassCounts)>,
 }
@@ -155,11 +168,8 @@ impl GammaTuner {
     pub fn new(max_gamma: usize) -> Self {
         GammaTuner {
             max_gamma,
-            passed: 1.0,
-            tests: 2.0,
+            overall: ClassCounts { passed: 1.0, tests: 2.0, ..ClassCounts::default() },
             verify: vec![None; max_gamma + 1],
-            draft_per_token: None,
-            probing: Probing::default(),
             classes: Vec::new(),
         }
     }
@@ -171,7 +181,7 @@ impl GammaTuner {
 
     /// The current estimate of the per-token acceptance probability α.
     pub fn alpha(&self) -> f64 {
-        self.passed / self.tests
+        self.overall.passed / self.overall.tests
     }
 
     /// The acceptance estimate of drafts of confidence class `class`: its own decayed counts,
@@ -237,7 +247,7 @@ impl GammaTuner {
     /// Expected tokens per second of a step drafting `gamma` tokens under the current
     /// estimates, or `None` before the first timing.
     pub fn expected_rate(&self, gamma: usize) -> Option<f64> {
-        self.rate_of(self.alpha(), self.draft_per_token, gamma)
+        self.rate_of(self.alpha(), self.overall.draft_per_token, gamma)
     }
 
     /// Expected tokens per second of a step drafting `gamma` tokens of acceptance `alpha` at
@@ -257,7 +267,7 @@ impl GammaTuner {
 
     /// The γ the next step should ask the drafter for.
     pub fn next_gamma(&self) -> usize {
-        if self.drafting_is_free(self.draft_per_token) {
+        if self.drafting_is_free(self.overall.draft_per_token) {
             return self.max_gamma;
         }
         self.best(self.max_gamma, true)
@@ -276,7 +286,7 @@ impl GammaTuner {
     pub fn next_gamma_for(&self, source: Option<u16>) -> usize {
         let Some(source) = source else { return self.next_gamma() };
         let counts = self.class_counts(source);
-        let draft = counts.and_then(|c| c.draft_per_token).or(self.draft_per_token);
+        let draft = counts.and_then(|c| c.draft_per_token).or(self.overall.draft_per_token);
         if self.drafting_is_free(draft) {
             return self.max_gamma;
         }
@@ -322,7 +332,7 @@ impl GammaTuner {
         let rate = |gamma: usize| {
             if with_draft_cost { self.expected_rate(gamma) } else { self.expected_verify_rate(self.alpha(), gamma) }
         };
-        self.best_of(limit, &rate, self.probing)
+        self.best_of(limit, &rate, self.overall.probing)
     }
 
     /// The γ in `0..=limit` with the highest `rate`, or 1 when that is 0 and a probe is due.
@@ -351,29 +361,12 @@ impl GammaTuner {
 
     /// Learns from a finished step (`step.drafted` counts the tokens verified).
     pub fn observe(&mut self, step: &StepObservation) {
-        self.probing.observe(step.drafted, step.accepted);
-        if step.drafted > 0 {
-            // Acceptance tests taken: one per accepted token, plus the failed one unless the
-            // whole draft was accepted.
-            let tests = step.accepted + usize::from(!step.bonus);
-            self.passed = ALPHA_DECAY * self.passed + step.accepted as f64;
-            self.tests = ALPHA_DECAY * self.tests + tests as f64;
-            let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
-            self.draft_per_token = Some(blend(self.draft_per_token, per_token));
-        }
+        self.overall.observe(step);
         // The class the draft was cut by, and the one announced before drafting when that is
         // another (a hybrid's model source, whose drafts carry classes of their own).
         let source = step.source.filter(|&s| step.class != Some(s));
         for class in [step.class, source].into_iter().flatten() {
-            let counts = self.class_counts_mut(class);
-            counts.probing.observe(step.drafted, step.accepted);
-            if step.drafted > 0 {
-                let tests = step.accepted + usize::from(!step.bonus);
-                counts.passed = ALPHA_DECAY * counts.passed + step.accepted as f64;
-                counts.tests = ALPHA_DECAY * counts.tests + tests as f64;
-                let per_token = step.draft_time.as_secs_f64() / step.drafted as f64;
-                counts.draft_per_token = Some(blend(counts.draft_per_token, per_token));
-            }
+            self.class_counts_mut(class).observe(step);
         }
         if let Some(slot) = self.verify.get_mut(step.drafted) {
             *slot = Some(blend(*slot, step.verify_time.as_secs_f64()));
@@ -560,6 +553,20 @@ mod tests {
         assert!((tuner.estimated_verify_time(5).unwrap() - 0.030).abs() < 1e-9);
     }
 
+    /// Verifies `gamma` drafted tokens each accepted with probability `alpha`, by error
+    /// diffusion on `debt` (deterministic, exact in the long run): tokens accepted, and whether
+    /// all were.
+    fn diffuse(debt: &mut f64, alpha: f64, gamma: usize) -> (usize, bool) {
+        for accepted in 0..gamma {
+            *debt += alpha;
+            if *debt < 1.0 {
+                return (accepted, false);
+            }
+            *debt -= 1.0;
+        }
+        (gamma, true)
+    }
+
     /// Steps alternating between two confidence classes of a free drafter: class 1's drafts
     /// are accepted with probability `good`, class 2's with `poor` (error-diffusion coins).
     fn train_classes(tuner: &mut GammaTuner, good: f64, poor: f64, verify_ms: &dyn Fn(usize) -> f64, steps: usize) {
@@ -567,18 +574,7 @@ mod tests {
         for i in 0..steps {
             let (class, alpha) = if i % 2 == 0 { (1, good) } else { (2, poor) };
             let gamma = tuner.verify_len_for(tuner.next_gamma(), Some(class));
-            let debt = &mut debts[usize::from(class) - 1];
-            let (mut accepted, mut bonus) = (0, true);
-            for _ in 0..gamma {
-                *debt += alpha;
-                if *debt >= 1.0 {
-                    *debt -= 1.0;
-                    accepted += 1;
-                } else {
-                    bonus = false;
-                    break;
-                }
-            }
+            let (accepted, bonus) = diffuse(&mut debts[usize::from(class) - 1], alpha, gamma);
             tuner.observe(&StepObservation {
                 drafted: gamma,
                 accepted,
@@ -630,24 +626,14 @@ mod tests {
         // the CPU's cost curve; the engine's loop: ask, draft, cut, observe.
         let verify = |k: usize| 10.0 * (1.0 + 0.12 * (k as f64 - 1.0));
         let mut tuner = GammaTuner::new(6);
-        let (mut debts, mut model_asked) = ([0.0, 0.0], 0);
-        for i in 0..600 {
+        let (mut debts, mut model_asked, steps) = ([0.0, 0.0], 0, 600);
+        for i in 0..steps {
             let (source, alpha, draft_ms) = if i % 2 == 0 { (1, 0.9, 0.0) } else { (2, 0.2, 2.0) };
             let asked = tuner.next_gamma_for(Some(source));
-            model_asked += usize::from(source == 2 && i >= 344 && asked > 0);
+            // The model's last 128 turns: every other step of the last 256.
+            model_asked += usize::from(source == 2 && i >= steps - 256 && asked > 0);
             let gamma = tuner.verify_len_for(asked, Some(source));
-            let debt = &mut debts[usize::from(source) - 1];
-            let (mut accepted, mut bonus) = (0, true);
-            for _ in 0..gamma {
-                *debt += alpha;
-                if *debt >= 1.0 {
-                    *debt -= 1.0;
-                    accepted += 1;
-                } else {
-                    bonus = false;
-                    break;
-                }
-            }
+            let (accepted, bonus) = diffuse(&mut debts[usize::from(source) - 1], alpha, gamma);
             tuner.observe(&StepObservation {
                 drafted: gamma,
                 accepted,
