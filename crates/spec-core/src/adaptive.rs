@@ -8,7 +8,9 @@
 //! - **α**, the per-token acceptance probability: acceptance tests passed ÷ taken, with older
 //!   steps decayed so that the estimate follows the text (a code block, a quoted passage);
 //! - **the drafter's cost** per drafted token, in seconds;
-//! - **the verification pass's cost** `v(k)` for each width `k = γ + 1` it has seen, in seconds.
+//! - **the verification pass's cost** `v(k)` for each width `k = γ + 1` it has seen, in seconds,
+//!   each scaled by how much a one-position pass's cost has moved since that width was last
+//!   timed, so that a longer prompt makes every width dearer, not only the widths in use.
 //!   Theorem 3.8 assumes `v(k) = v(1)` ("enough compute resources", §3.4); on a CPU it is not
 //!   (see [`crate::theory::improvement_factor_with_verify_cost`]), and the tuner uses what it
 //!   measured.
@@ -157,8 +159,8 @@ pub struct GammaTuner {
     /// Every step's acceptance (the prior: one test passed of two, α = 0.5), drafting cost and
     /// probing (steps without an acceptance test: nothing drafted or nothing verified).
     overall: ClassCounts,
-    /// Running mean seconds of a pass over `k` positions at index `k − 1`.
-    verify: Vec<Option<f64>>,
+    /// The cost of a pass over `k` positions, by width.
+    verify: VerifyCosts,
     /// Acceptance per confidence class, by class (few classes: a short list beats a map).
     classes: Vec<(u16, ClassCounts)>,
 }
@@ -169,7 +171,7 @@ impl GammaTuner {
         GammaTuner {
             max_gamma,
             overall: ClassCounts { passed: 1.0, tests: 2.0, ..ClassCounts::default() },
-            verify: vec![None; max_gamma + 1],
+            verify: VerifyCosts::new(max_gamma + 1),
             classes: Vec::new(),
         }
     }
@@ -209,39 +211,20 @@ impl GammaTuner {
         &mut self.classes[index].1
     }
 
-    /// The measured mean time of a target pass over `positions` positions, if seen.
+    /// The estimated time of a pass over `positions` positions when that width has been
+    /// measured: its running mean, scaled by how much a one-position pass's cost has moved
+    /// since that width was last timed ([`VerifyCosts`]).
     pub fn verify_time(&self, positions: usize) -> Option<f64> {
-        positions.checked_sub(1).and_then(|i| self.verify.get(i).copied().flatten())
+        self.verify.measured(positions)
     }
 
-    /// The estimated time of a pass over `positions` (≥ 1) positions: the measured mean when
-    /// seen; between two measured widths, the straight line through them; past the widest
-    /// measured width, the slope of the last two measured widths (flat with only one); below
-    /// the narrowest, proportional to the width. Both guesses are optimistic, so an unmeasured
-    /// width gets tried and measured. `None` before any timing.
+    /// The estimated time of a pass over `positions` (≥ 1) positions: as
+    /// [`GammaTuner::verify_time`] when seen; between two measured widths, the straight line
+    /// through them; past the widest measured width, the slope of the last two measured widths
+    /// (flat with only one); below the narrowest, proportional to the width. Both guesses are
+    /// optimistic, so an unmeasured width gets tried and measured. `None` before any timing.
     pub fn estimated_verify_time(&self, positions: usize) -> Option<f64> {
-        let index = positions.checked_sub(1)?;
-        if let Some(Some(t)) = self.verify.get(index) {
-            return Some(*t);
-        }
-        let known: Vec<(usize, f64)> =
-            self.verify.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i + 1, t))).collect();
-        let below = known.iter().rev().find(|(k, _)| *k < positions).copied();
-        let above = known.iter().find(|(k, _)| *k > positions).copied();
-        let line = |(k0, t0): (usize, f64), (k1, t1): (usize, f64)| {
-            t0 + (t1 - t0) * (positions as f64 - k0 as f64) / (k1 as f64 - k0 as f64)
-        };
-        match (below, above) {
-            (Some(a), Some(b)) => Some(line(a, b)),
-            (Some(a), None) => {
-                let before = known.iter().rev().find(|(k, _)| *k < a.0).copied();
-                Some(before.map_or(a.1, |b| line(b, a).max(a.1)))
-            }
-            // Narrower than anything measured: proportional to the width, an optimistic guess
-            // that gets the narrow widths tried (and measured) when drafts are poor.
-            (None, Some(b)) => Some(b.1 * positions as f64 / b.0 as f64),
-            (None, None) => None,
-        }
+        self.verify.estimate(positions)
     }
 
     /// Expected tokens per second of a step drafting `gamma` tokens under the current
@@ -354,9 +337,7 @@ impl GammaTuner {
     /// Records a timing of a target pass over `positions` positions measured elsewhere (a
     /// calibration before generation), so the first steps need not explore the widths.
     pub fn observe_verify_time(&mut self, positions: usize, time: Duration) {
-        if let Some(slot) = positions.checked_sub(1).and_then(|i| self.verify.get_mut(i)) {
-            *slot = Some(blend(*slot, time.as_secs_f64()));
-        }
+        self.verify.observe(positions, time.as_secs_f64());
     }
 
     /// Learns from a finished step (`step.drafted` counts the tokens verified).
@@ -368,9 +349,97 @@ impl GammaTuner {
         for class in [step.class, source].into_iter().flatten() {
             self.class_counts_mut(class).observe(step);
         }
-        if let Some(slot) = self.verify.get_mut(step.drafted) {
-            *slot = Some(blend(*slot, step.verify_time.as_secs_f64()));
+        self.verify.observe(step.drafted + 1, step.verify_time.as_secs_f64());
+    }
+}
+
+/// The cost of a target pass over `k` positions: a running mean per width, each remembering
+/// the one-position pass's cost when it was last updated, and scaled by how much that cost has
+/// moved since.
+///
+/// Why: a pass's cost grows with the context it attends over (SmolLM2 Q4_1 on 2 cores: 6.3 ms
+/// after 64 tokens, 11.7 ms after 768, `reports/cpu-runtime.md`) while the ratio of one width's
+/// cost to another's moves little. A plain mean per width follows the context only at the widths
+/// the steps happen to use: moving from a 780-token prompt to a 53-token one, a width last used
+/// on the long prompt kept its long-prompt cost beside the short prompt's one-position cost,
+/// looked twice as dear as it was, and was never chosen again to be re-measured. A width in
+/// regular use is updated at about the current one-position cost, so its estimate is its plain
+/// running mean, as before. (Moving every width's estimate with every pass through a shared
+/// scale measured worse: 0.02–0.05 lower speedups on the demo's rows in one same-run A/B, as a
+/// noisy calibration's shape then stuck.)
+#[derive(Clone, Debug)]
+struct VerifyCosts {
+    /// At index `k − 1`: running mean seconds of a pass over `k` positions, and the running mean
+    /// of a one-position pass when it was last updated (`None` when none had been timed yet).
+    widths: Vec<Option<(f64, Option<f64>)>>,
+}
+
+impl VerifyCosts {
+    fn new(widths: usize) -> Self {
+        VerifyCosts { widths: vec![None; widths] }
+    }
+
+    /// The running mean seconds of a one-position pass, if timed.
+    fn plain(&self) -> Option<f64> {
+        self.widths.first().copied().flatten().map(|(t, _)| t)
+    }
+
+    /// Learns from a pass over `positions` positions that took `seconds`.
+    fn observe(&mut self, positions: usize, seconds: f64) {
+        let Some(index) = positions.checked_sub(1).filter(|&i| i < self.widths.len()) else { return };
+        let first_plain = index == 0 && self.plain().is_none();
+        let mean = blend(self.widths[index].map(|(t, _)| t), seconds);
+        self.widths[index] = Some((mean, if index == 0 { Some(mean) } else { self.plain() }));
+        if first_plain {
+            // Widths timed before any one-position pass are related to the first one.
+            for (_, anchor) in self.widths.iter_mut().flatten() {
+                anchor.get_or_insert(mean);
+            }
         }
+    }
+
+    /// The estimate for a width that has been measured: its running mean, times the
+    /// one-position cost now ÷ the one-position cost when that mean was last updated.
+    fn measured(&self, positions: usize) -> Option<f64> {
+        let (time, anchor) = self.widths.get(positions.checked_sub(1)?).copied().flatten()?;
+        Some(match (anchor, self.plain()) {
+            (Some(then), Some(now)) if then > 0.0 => time * now / then,
+            _ => time,
+        })
+    }
+
+    /// The estimate for any width: measured, else interpolated or extrapolated from the
+    /// measured widths' estimates (see [`GammaTuner::estimated_verify_time`]).
+    fn estimate(&self, positions: usize) -> Option<f64> {
+        let figures: Vec<Option<f64>> = (1..=self.widths.len()).map(|k| self.measured(k)).collect();
+        interpolate(&figures, positions)
+    }
+}
+
+/// `figures[k − 1]` for `k = positions` when known; between two known widths, the straight line
+/// through them; past the widest known width, the slope of the last two (flat with only one);
+/// below the narrowest, proportional to the width. `None` when nothing is known.
+fn interpolate(figures: &[Option<f64>], positions: usize) -> Option<f64> {
+    let index = positions.checked_sub(1)?;
+    if let Some(Some(t)) = figures.get(index) {
+        return Some(*t);
+    }
+    let known: Vec<(usize, f64)> = figures.iter().enumerate().filter_map(|(i, t)| t.map(|t| (i + 1, t))).collect();
+    let below = known.iter().rev().find(|(k, _)| *k < positions).copied();
+    let above = known.iter().find(|(k, _)| *k > positions).copied();
+    let line = |(k0, t0): (usize, f64), (k1, t1): (usize, f64)| {
+        t0 + (t1 - t0) * (positions as f64 - k0 as f64) / (k1 as f64 - k0 as f64)
+    };
+    match (below, above) {
+        (Some(a), Some(b)) => Some(line(a, b)),
+        (Some(a), None) => {
+            let before = known.iter().rev().find(|(k, _)| *k < a.0).copied();
+            Some(before.map_or(a.1, |b| line(b, a).max(a.1)))
+        }
+        // Narrower than anything measured: proportional to the width, an optimistic guess
+        // that gets the narrow widths tried (and measured) when drafts are poor.
+        (None, Some(b)) => Some(b.1 * positions as f64 / b.0 as f64),
+        (None, None) => None,
     }
 }
 
@@ -551,6 +620,59 @@ mod tests {
         assert!((tuner.estimated_verify_time(2).unwrap() - 0.015).abs() < 1e-9);
         // Past 3 positions: the same slope.
         assert!((tuner.estimated_verify_time(5).unwrap() - 0.030).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_longer_context_makes_every_width_dearer_not_only_the_widths_in_use() {
+        // Calibrated on a short prompt: a pass over k positions costs 5 ms · s(k).
+        let shape = |k: usize| 1.0 + 0.2 * (k as f64 - 1.0);
+        let mut tuner = GammaTuner::new(6);
+        for k in 1..=7 {
+            tuner.observe_verify_time(k, ms(5.0 * shape(k)));
+        }
+        assert!((tuner.estimated_verify_time(7).unwrap() - 0.005 * shape(7)).abs() < 1e-9);
+        // Then a prompt three times as long doubles every pass, and only plain steps and
+        // two-position passes are taken there.
+        let step = |drafted: usize| StepObservation {
+            drafted,
+            accepted: 0,
+            bonus: false,
+            draft_time: Duration::ZERO,
+            verify_time: ms(10.0 * shape(drafted + 1)),
+            class: None,
+            source: None,
+        };
+        for i in 0..24 {
+            tuner.observe(&step(i % 2));
+        }
+        // The widths never used there follow: each within 5% of its cost at the new context.
+        for k in 1..=7 {
+            let (estimate, truth) = (tuner.estimated_verify_time(k).unwrap(), 0.010 * shape(k));
+            assert!((estimate / truth - 1.0).abs() < 0.05, "k = {k}: {estimate} s estimated, {truth} s true");
+        }
+        // And back on a short prompt, nothing looks dearer than it is for long.
+        for i in 0..24 {
+            tuner.observe(&StepObservation { verify_time: ms(5.0 * shape(i % 2 + 1)), ..step(i % 2) });
+        }
+        let (estimate, truth) = (tuner.estimated_verify_time(7).unwrap(), 0.005 * shape(7));
+        assert!((estimate / truth - 1.0).abs() < 0.05, "{estimate} s estimated, {truth} s true");
+    }
+
+    #[test]
+    fn wide_passes_timed_before_any_plain_one_are_related_to_the_first() {
+        let mut tuner = GammaTuner::new(6);
+        tuner.observe_verify_time(7, ms(20.0));
+        tuner.observe_verify_time(3, ms(12.0));
+        // Seconds until a one-position pass is seen (the line through 3 and 7 positions).
+        assert!((tuner.estimated_verify_time(5).unwrap() - 0.016).abs() < 1e-9);
+        tuner.observe_verify_time(1, ms(10.0));
+        assert!((tuner.verify_time(7).unwrap() - 0.020).abs() < 1e-9);
+        // Twice as slow a plain pass: the wide ones follow, at their measured ratios to it.
+        for _ in 0..40 {
+            tuner.observe_verify_time(1, ms(20.0));
+        }
+        assert!((tuner.verify_time(7).unwrap() - 0.040).abs() < 1e-6);
+        assert!((tuner.verify_time(3).unwrap() - 0.024).abs() < 1e-6);
     }
 
     /// Verifies `gamma` drafted tokens each accepted with probability `alpha`, by error
