@@ -72,8 +72,9 @@ pub(crate) struct Args {
     /// end of its answer.
     #[arg(long)]
     max_tokens: Option<usize>,
-    /// Generate every prompt this many times with every method, the rounds taking turns (every
-    /// other round in reverse order), and keep each method's fastest time on each prompt
+    /// Generate every prompt this many times with every method, the rounds taking turns (each
+    /// prompt's sequence starting one method later, every other round in reverse order), and
+    /// keep each method's fastest time on each prompt
     /// (autoregressive decoding's too). A burst of other load on the machine then slows one
     /// round, not the table. Greedy only: at a temperature above 0 each round would be another
     /// sample.
@@ -289,19 +290,21 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
     let mut outcomes: Vec<Outcome> = methods.iter().map(|_| Outcome::default()).collect();
     let total = prompts.len() * methods.len() * args.rounds;
     progress.start("generating", Some(total as u64), ProgressUnit::Items);
-    for prompt in &prompts {
+    for (index, prompt) in prompts.iter().enumerate() {
         let mut fastest: Vec<Option<Timed>> = runs.iter().map(|_| None).collect();
         // Every round starts from the tuner each method had before the prompt, and the state
         // after the first round goes on to the next prompt: the same γ choices as one round.
         let before: Vec<_> = runs.iter().map(|run| run.tuner.clone()).collect();
         let mut after_first = before.clone();
         for round in 0..args.rounds {
-            // Every other round runs the methods in reverse: a method's place in the sequence
-            // changes how fast it runs (autoregressive decoding, run first, measured 4% faster per
-            // plain step than a drafter's row of the same plain steps run fourth), and a fixed
-            // order would hand that to the same method on every prompt.
-            let order: Vec<usize> =
-                if round % 2 == 0 { (0..runs.len()).collect() } else { (0..runs.len()).rev().collect() };
+            // A method's place in the sequence changes how fast it runs (autoregressive decoding,
+            // run first, measured 4% faster per plain step than a drafter's row of the same plain
+            // steps run fourth), so the sequence starts one method later on each prompt and every
+            // other round runs it in reverse: each method takes each place about equally often.
+            // (Reversal alone gave the first method the first place on every prompt, and with
+            // it the faster of its two rounds: rows that never draft, whose speedup is their
+            // overhead, read 0.90–0.93× in one `bench-real` run and 1.02–1.06× in another.)
+            let order = run_order(runs.len(), index, round);
             for i in order {
                 let run = &mut runs[i];
                 run.tuner = before[i].clone();
@@ -396,4 +399,42 @@ fn check_assets(dir: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(dir.to_owned())
+}
+
+/// The order in which the `methods` run on prompt `prompt` in round `round`: starting at method
+/// `prompt mod methods` and wrapping around, reversed in odd rounds.
+fn run_order(methods: usize, prompt: usize, round: usize) -> Vec<usize> {
+    let start = if methods == 0 { 0 } else { prompt % methods };
+    let forward = (0..methods).map(|i| (start + i) % methods);
+    if round % 2 == 0 { forward.collect() } else { forward.rev().collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_order;
+
+    #[test]
+    fn every_method_takes_every_place_once_per_cycle_of_prompts_and_odd_rounds_reverse() {
+        let methods = 5;
+        for round in 0..2 {
+            // places[m][i]: how often method m ran i-th over `methods` prompts.
+            let mut places = vec![vec![0; methods]; methods];
+            for prompt in 0..methods {
+                let order = run_order(methods, prompt, round);
+                let mut sorted = order.clone();
+                sorted.sort();
+                assert_eq!(sorted, (0..methods).collect::<Vec<_>>(), "{order:?} is not a permutation");
+                for (place, &m) in order.iter().enumerate() {
+                    places[m][place] += 1;
+                }
+            }
+            assert!(places.iter().flatten().all(|&n| n == 1), "round {round}: {places:?}");
+        }
+        for prompt in 0..7 {
+            let mut odd = run_order(methods, prompt, 1);
+            odd.reverse();
+            assert_eq!(odd, run_order(methods, prompt, 0));
+        }
+        assert!(run_order(0, 3, 1).is_empty());
+    }
 }
