@@ -301,9 +301,10 @@ pub(crate) fn run(args: Args, global: &GlobalArgs, progress: &dyn Progress) -> a
             // run first, measured 4% faster per plain step than a drafter's row of the same plain
             // steps run fourth), so the sequence starts one method later on each prompt and every
             // other round runs it in reverse: each method takes each place about equally often.
-            // (Reversal alone gave the first method the first place on every prompt, and with
-            // it the faster of its two rounds: rows that never draft, whose speedup is their
-            // overhead, read 0.90–0.93× in one `bench-real` run and 1.02–1.06× in another.)
+            // (Reversal alone gave the first method, the baseline, the first place on every
+            // prompt and the faster of its two rounds with it. Rows that never draft, whose
+            // speedup is their overhead alone, read 0.90–0.93× in one `bench-real` run; in
+            // another, 1.02–1.06×: the machine's drift between runs comes on top.)
             let order = run_order(runs.len(), index, round);
             for i in order {
                 let run = &mut runs[i];
