@@ -407,7 +407,7 @@ fn check_assets(dir: &Path) -> anyhow::Result<PathBuf> {
 fn run_order(methods: usize, prompt: usize, round: usize) -> Vec<usize> {
     let start = if methods == 0 { 0 } else { prompt % methods };
     let forward = (0..methods).map(|i| (start + i) % methods);
-    if round % 2 == 0 { forward.collect() } else { forward.rev().collect() }
+    if round.is_multiple_of(2) { forward.collect() } else { forward.rev().collect() }
 }
 
 #[cfg(test)]
