@@ -469,18 +469,7 @@ mod tests {
             // As the engine does: ask, draft that many, verify what pays.
             let gamma = tuner.verify_len(tuner.next_gamma());
             // Accept token by token with an error-diffusion coin so the empirical rate is α.
-            let mut accepted = 0;
-            let mut bonus = true;
-            for _ in 0..gamma {
-                debt += alpha;
-                if debt >= 1.0 {
-                    debt -= 1.0;
-                    accepted += 1;
-                } else {
-                    bonus = false;
-                    break;
-                }
-            }
+            let (accepted, bonus) = diffuse(&mut debt, alpha, gamma);
             let step = StepObservation {
                 drafted: gamma,
                 accepted,
