@@ -346,7 +346,8 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
     let costs: Vec<String> = demo.verify_cost.iter().map(|v| format!("{v:.2}")).collect();
     writeln!(md, "\nCost of a target pass over k positions ÷ one, k = 1..{}: {}.", costs.len(), costs.join(" "))?;
     if let Some(l) = demo.first_layers {
-        writeln!(md, "The self-speculative drafter uses the first {l} layers (chosen by measurement).")?;
+        let layers = if l == 1 { "first layer".to_string() } else { format!("first {l} layers") };
+        writeln!(md, "The self-speculative drafter uses the {layers} (chosen by measurement).")?;
     }
 
     writeln!(md, "\n## llama.cpp, same file, same prompts, same threads\n")?;

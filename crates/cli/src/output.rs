@@ -72,6 +72,12 @@ pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// How tables and messages name a drafter made of the target's first layers: `first_layers(1)`
+/// is "first layer", `first_layers(3)` "first 3 layers".
+pub(crate) fn first_layers(layers: usize) -> String {
+    if layers == 1 { "first layer".into() } else { format!("first {layers} layers") }
+}
+
 /// Formats rows as an aligned text table with a header rule.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -97,8 +103,14 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::with_warnings;
+    use super::{first_layers, with_warnings};
     use serde_json::json;
+
+    #[test]
+    fn one_layer_is_named_in_the_singular() {
+        assert_eq!(first_layers(1), "first layer");
+        assert_eq!(first_layers(2), "first 2 layers");
+    }
 
     #[test]
     fn every_report_gets_a_warnings_array_with_the_collected_warnings_once() {

@@ -311,13 +311,13 @@ fn print_record(r: &Record, json: bool, verb: &str) -> anyhow::Result<()> {
         return print_json(r);
     }
     let mut text = format!(
-        "{verb} {}: {} clusters of a {}-token vocabulary (model {}), router over the first {} layers' hidden state, \
+        "{verb} {}: {} clusters of a {}-token vocabulary (model {}), router over the hidden state of the {}, \
          labels = clusters of the target's top {}\ntrained on {} positions of {} for {} epochs, loss {}",
         r.path.display(),
         r.clusters,
         r.vocab_size,
         &r.model_fingerprint[..r.model_fingerprint.len().min(12)],
-        r.drafter_layers,
+        crate::output::first_layers(r.drafter_layers),
         r.label_top_k,
         r.positions,
         r.corpus,

@@ -542,7 +542,11 @@ fn router_artifact(path: &Path, file: &RouterFile, built: bool, time: &str) -> A
         name: "DynaSpec router (self-speculative drafter)".into(),
         path: path.to_path_buf(),
         built,
-        detail: format!("{} clusters, first {} layers{time}", file.clusters.len(), file.info.drafter_layers),
+        detail: format!(
+            "{} clusters, {}{time}",
+            file.clusters.len(),
+            crate::output::first_layers(file.info.drafter_layers)
+        ),
     }
 }
 

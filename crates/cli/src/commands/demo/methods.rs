@@ -243,11 +243,11 @@ pub(super) fn method_name(method: &Method, setup: &Setup) -> String {
         Kind::Ngram => "token n-gram model".into(),
         Kind::HybridNgram => "hybrid (prompt lookup + n-gram model)".into(),
         Kind::FirstLayers => match &setup.first_layers {
-            Some((l, _)) => format!("self-speculative, first {l} layers"),
+            Some((l, _)) => format!("self-speculative, {}", crate::output::first_layers(*l)),
             None => "self-speculative".into(),
         },
         Kind::DynaSpec => match &setup.first_layers {
-            Some((l, _)) => format!("DynaSpec-PA shortlist, first {l} layers"),
+            Some((l, _)) => format!("DynaSpec-PA shortlist, {}", crate::output::first_layers(*l)),
             None => "DynaSpec-PA shortlist".into(),
         },
         Kind::Eagle => format!("EAGLE, 1 layer, FR-{} head", super::assets::EAGLE_HEAD_TOKENS),

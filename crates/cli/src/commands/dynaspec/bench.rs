@@ -438,7 +438,7 @@ pub(crate) fn run(args: BenchArgs, progress: &dyn Progress) -> anyhow::Result<()
                 feature.weight_bytes() as f64 / 1e6,
                 info.valid_accuracy.last().copied().unwrap_or(f32::NAN)
             ),
-            None => format!("first {} layers", file.info.drafter_layers),
+            None => crate::output::first_layers(file.info.drafter_layers),
         },
         drafter_layers: file.info.drafter_layers,
         vocab_size: c.vocab_size,
