@@ -87,7 +87,7 @@ impl WeightFormat {
     }
 
     /// Bytes per block.
-    pub fn block_bytes(self) -> usize {
+    pub const fn block_bytes(self) -> usize {
         match self {
             WeightFormat::F32 => 4,
             WeightFormat::F16 | WeightFormat::BF16 => 2,

@@ -59,9 +59,10 @@ pub(super) const Q8_0: u8 = 0;
 pub(super) const Q4_0: u8 = 1;
 pub(super) const Q4_1: u8 = 2;
 
-/// Cache lines [`tile`] prefetches per block, by const format parameter: as many as cover one
-/// group block (eight blocks of the format: 272, 144 and 160 bytes), so that consecutive
-/// blocks' prefetches cover the whole stream of the group.
+/// Cache lines [`tile`] prefetches per block of format `f` (a const format parameter): as many
+/// as cover one group block (eight blocks of the format: 272, 144 and 160 bytes for `Q8_0`,
+/// `Q4_0` and `Q4_1`), so that consecutive blocks' prefetches cover the whole stream of the
+/// group.
 ///
 /// Why a constant: the loop over the block's stride in steps of 64 bytes that this replaced
 /// had a trip count known only at run time, and the compiler made it a loop of its own, with
@@ -74,8 +75,9 @@ pub(super) const Q4_1: u8 = 2;
 /// the same within this machine's noise (a few percent either way): the saving is real but
 /// small beside a pass's memory traffic and the extra rows' integer products. A test checks
 /// the counts against the formats.
-pub(super) const PREFETCH_LINES: [usize; 3] =
-    [(GROUP * (2 + QK)).div_ceil(64), (GROUP * (2 + QK / 2)).div_ceil(64), (GROUP * (4 + QK / 2)).div_ceil(64)];
+pub(super) const fn prefetch_lines(f: u8) -> usize {
+    (GROUP * format_of(f).block_bytes()).div_ceil(64)
+}
 
 /// The format of a const format parameter.
 pub(super) const fn format_of(f: u8) -> WeightFormat {
@@ -244,8 +246,8 @@ unsafe fn tile<const R: usize, const F: u8, const PREFETCH: bool>(
             if PREFETCH {
                 // The lines PREFETCH_BYTES ahead in the group's stream (as in the AVX-512
                 // kernel; past the group's end, the next group's, or nothing): as many as
-                // cover one group block, a count known at compile time (see `PREFETCH_LINES`).
-                for line in 0..const { PREFETCH_LINES[F as usize] } {
+                // cover one group block, a count known at compile time (see `prefetch_lines`).
+                for line in 0..const { prefetch_lines(F) } {
                     _mm_prefetch::<_MM_HINT_T0>(
                         p.wrapping_add(super::avx512_q8_groups::PREFETCH_BYTES + 64 * line).cast::<i8>(),
                     );
@@ -313,7 +315,7 @@ mod tests {
     fn each_format_prefetches_the_fewest_lines_that_cover_a_group_block() {
         for f in [Q8_0, Q4_0, Q4_1] {
             let bytes = GROUP * format_of(f).block_bytes();
-            let lines = PREFETCH_LINES[f as usize];
+            let lines = prefetch_lines(f);
             assert!(64 * lines >= bytes, "{:?}: {lines} lines miss part of a {bytes}-byte group block", format_of(f));
             assert!(
                 64 * (lines - 1) < bytes,
