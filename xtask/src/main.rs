@@ -65,8 +65,9 @@ enum Command {
     /// Generate SmolLM2-135M-Instruct's greedy answers to 1,142 prompts the demo does not use
     /// (MT-Bench, Vicuna-Bench, GSM8K train, HumanEval, Spec-Bench QA and RAG, FLORES-200,
     /// WikiText-2, Gutenberg) into assets/demo/target-outputs.txt.gz, the text the demo's n-gram
-    /// dictionary and token n-gram model are counted from. Run it in release mode (about 30
-    /// minutes on two cores).
+    /// dictionary and token n-gram model are counted from, and the same answers with their
+    /// prompts into assets/demo/target-chats.jsonl.gz, the EAGLE drafter's training text. Run it
+    /// in release mode (about 30 minutes on two cores).
     TargetOutputs(target_outputs::Args),
     /// Regenerate committed test fixtures.
     Fixtures {

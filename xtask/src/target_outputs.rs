@@ -33,6 +33,12 @@ pub(crate) struct Args {
     /// Where the gzipped answers go (one answer per paragraph).
     #[arg(long, default_value = "assets/demo/target-outputs.txt.gz")]
     out: PathBuf,
+    /// Where the gzipped (prompt, answer) pairs go: one JSON object per line with the fields
+    /// `prompt` (the user turn, before the chat template) and `answer`. `anyspec dynaspec eagle
+    /// --chats` trains the EAGLE drafter on them with the prompt in the target's context, as
+    /// the demo drafts.
+    #[arg(long, default_value = "assets/demo/target-chats.jsonl.gz")]
+    pairs_out: PathBuf,
     /// The GGUF model (default: SmolLM2-135M-Instruct Q4_1 from the model cache).
     #[arg(long)]
     model: Option<PathBuf>,
@@ -284,15 +290,23 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     let text = answers.join("\n\n");
-    anyspec_core::artifact::write_atomically(&args.out, |file| {
-        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
-        gz.write_all(text.as_bytes())?;
-        gz.finish().map(drop)
-    })
-    .with_context(|| format!("writing {}", args.out.display()))?;
+    let mut pairs = String::new();
+    for (prompt, answer) in prompts.iter().zip(&answers) {
+        pairs.push_str(&serde_json::to_string(&serde_json::json!({ "prompt": prompt, "answer": answer }))?);
+        pairs.push('\n');
+    }
+    for (path, bytes) in [(&args.out, text.as_bytes()), (&args.pairs_out, pairs.as_bytes())] {
+        anyspec_core::artifact::write_atomically(path, |file| {
+            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+            gz.write_all(bytes)?;
+            gz.finish().map(drop)
+        })
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
     eprintln!(
-        "wrote {} ({} answers, {generated} tokens) in {:.0} s",
+        "wrote {} and {} ({} answers, {generated} tokens) in {:.0} s",
         args.out.display(),
+        args.pairs_out.display(),
         answers.len(),
         started.elapsed().as_secs_f64()
     );

@@ -140,6 +140,55 @@ pub fn for_each_chunk(
     Ok(())
 }
 
+/// Reads every record of JSONL files (`*.jsonl`, optionally gzipped) and calls `on_record` with
+/// the string values of `fields`, in order: (prompt, answer) pairs of a chat corpus, which
+/// [`for_each_chunk`] would run together. Blank lines are skipped. Progress as
+/// [`for_each_chunk`]'s.
+///
+/// # Errors
+/// [`Error::InvalidJsonl`] for a file not named `.jsonl`/`.jsonl.gz` (line 0) or a record
+/// without one of the fields, [`Error::Io`], [`Error::InvalidUtf8`], and whatever `on_record`
+/// returns.
+pub fn for_each_record(
+    paths: &[PathBuf],
+    fields: &[&str],
+    progress: &dyn Progress,
+    mut on_record: impl FnMut(Vec<String>) -> Result<()>,
+) -> Result<()> {
+    progress.start("reading corpus", Some(total_size(paths)?), ProgressUnit::Bytes);
+    for path in paths {
+        if !is_jsonl(path) {
+            return Err(Error::InvalidJsonl {
+                path: path.clone(),
+                line: 0,
+                field: fields.join(", "),
+                problem: "records need a JSONL file (named *.jsonl or *.jsonl.gz), one JSON object per line".into(),
+            });
+        }
+        let mut reader = open(path, progress)?;
+        let (mut line, mut offset, mut line_number) = (Vec::new(), 0u64, 0u64);
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(Error::io("read", path))?;
+            if n == 0 {
+                break;
+            }
+            line_number += 1;
+            let text = std::str::from_utf8(&line)
+                .map_err(|e| Error::InvalidUtf8 { path: path.clone(), offset: offset + e.valid_up_to() as u64 })?;
+            offset += n as u64;
+            if text.trim().is_empty() {
+                continue;
+            }
+            let values =
+                fields.iter().map(|field| jsonl_text(text, field, path, line_number)).collect::<Result<Vec<_>>>()?;
+            on_record(values)?;
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
 fn jsonl_text(line: &str, field: &str, path: &Path, line_number: u64) -> Result<String> {
     let problem = |problem: String| Error::InvalidJsonl {
         path: path.to_path_buf(),
@@ -206,6 +255,31 @@ mod tests {
             other => panic!("expected InvalidUtf8, got {other:?}"),
         }
         assert!(err.to_string().contains("bad.txt") && err.to_string().contains("12"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn records_give_their_fields_in_order_and_refuse_plain_text() {
+        let dir = temp_dir("records");
+        let path = dir.join("chats.jsonl");
+        std::fs::write(
+            &path,
+            "{\"prompt\": \"p1\", \"answer\": \"a\\n\\nb\"}\n\n{\"answer\": \"c\", \"prompt\": \"p2\"}\n",
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        for_each_record(std::slice::from_ref(&path), &["prompt", "answer"], &NoProgress, |r| {
+            got.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![vec!["p1".to_string(), "a\n\nb".to_string()], vec!["p2".to_string(), "c".to_string()]]);
+        let missing = for_each_record(std::slice::from_ref(&path), &["prompt", "reply"], &NoProgress, |_| Ok(()));
+        assert!(missing.unwrap_err().to_string().contains("\"reply\""));
+        let plain = dir.join("chats.txt");
+        std::fs::write(&plain, "p1\n").unwrap();
+        let err = for_each_record(std::slice::from_ref(&plain), &["prompt"], &NoProgress, |_| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("*.jsonl"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,7 +1,8 @@
 //! The EAGLE-style feature drafter DynaSpec's experiments shortlist (dynaspec.txt §6: "we build
 //! on EAGLE"): building it from corpus text, and its artifact.
 //!
-//! **Build.** The target reads the text in windows; at every position it gives its final-norm
+//! **Build.** The target reads the text in windows (or each chat whole, the answer after its
+//! templated prompt, [`build_eagle_on_chats`]); at every position it gives its final-norm
 //! hidden state `f_i` and its greedy next token `y_i`. `anyspec-train`'s `train_eagle` fits the
 //! drafter (`fc` over `[E(x_{i+1}); f_i]`, one decoder layer, a final norm) to predict
 //! `f_{i+1}` (smooth-L1) and, through the target's frozen head restricted to the corpus's most
@@ -76,8 +77,10 @@ pub struct EagleBuildParams {
     pub capture_window: usize,
     /// Stop reading text after this many positions (training and held-out together).
     pub max_positions: usize,
-    /// Every `valid_every`-th window is held out.
+    /// Every `valid_every`-th window (or chat) is held out.
     pub valid_every: usize,
+    /// Chats ([`build_eagle_on_chats`]): prompt steps kept before each answer.
+    pub prompt_context: usize,
     /// The cross-entropy runs over the corpus's most frequent `ce_shortlist` tokens.
     pub ce_shortlist: usize,
     /// The training (`anyspec-train`).
@@ -92,6 +95,7 @@ impl Default for EagleBuildParams {
             capture_window: 256,
             max_positions: 60_000,
             valid_every: 10,
+            prompt_context: 64,
             ce_shortlist: 8192,
             train: EagleTrainConfig { window: 128, ..EagleTrainConfig::default() },
             corpus: String::new(),
@@ -116,7 +120,18 @@ pub struct EagleReport {
     pub seconds: (f64, f64),
 }
 
-/// Builds an EAGLE drafter for `target` from tokenized `texts`.
+/// One chat for [`build_eagle_on_chats`]: the prompt through the target's chat template, then
+/// the target's answer, as token ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EagleChat {
+    /// The whole conversation: templated prompt, then answer.
+    pub tokens: Vec<u32>,
+    /// Index in `tokens` of the answer's first token.
+    pub answer_start: usize,
+}
+
+/// Builds an EAGLE drafter for `target` from tokenized `texts`, read in windows of
+/// `params.capture_window` tokens.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for settings out of range, too little text, or a failed training.
@@ -126,8 +141,62 @@ pub fn build_eagle(
     params: &EagleBuildParams,
     progress: &dyn Progress,
 ) -> Result<(EagleFile, EagleReport)> {
-    let c = target.config().clone();
-    let (vocab, d) = (c.vocab_size, c.hidden_size);
+    check_params(params)?;
+    // A window is one pass of the target: no longer than its context.
+    let capture_window = params.capture_window.min(target.config().max_position_embeddings);
+    let captures: Vec<Capture<'_>> = texts
+        .iter()
+        .flat_map(|t| t.chunks(capture_window))
+        .filter(|w| w.len() >= 3)
+        .map(|tokens| Capture { tokens, keep_from: 0 })
+        .collect();
+    let unit = format!("window of {capture_window} tokens");
+    build_from_captures(target, &captures, &unit, params, progress)
+}
+
+/// Builds an EAGLE drafter for `target` from chats, each read whole in one pass: the target's
+/// features at the answer then carry the prompt, as they do when the drafter drafts an answer
+/// (`anyspec demo`). Training keeps the answer's steps and the `params.prompt_context` steps
+/// before it (a drafter that restarts its cache keeps that many true pairs of the context,
+/// prompt included, at the start of an answer).
+///
+/// # Errors
+/// As [`build_eagle`], and for a chat longer than the target's context or whose answer is
+/// empty or starts past its end.
+pub fn build_eagle_on_chats(
+    target: &Llama,
+    chats: &[EagleChat],
+    params: &EagleBuildParams,
+    progress: &dyn Progress,
+) -> Result<(EagleFile, EagleReport)> {
+    check_params(params)?;
+    let context = target.config().max_position_embeddings;
+    let mut captures = Vec::with_capacity(chats.len());
+    for (i, chat) in chats.iter().enumerate() {
+        if chat.tokens.len() > context {
+            return Err(Error::invalid(format!(
+                "chat {} has {} tokens, more than the model's context of {context}; leave it out or shorten its prompt",
+                i + 1,
+                chat.tokens.len()
+            )));
+        }
+        if chat.answer_start == 0 || chat.answer_start >= chat.tokens.len() {
+            return Err(Error::invalid(format!(
+                "chat {} has no prompt or no answer (answer at token {} of {})",
+                i + 1,
+                chat.answer_start,
+                chat.tokens.len()
+            )));
+        }
+        captures.push(Capture {
+            tokens: &chat.tokens,
+            keep_from: chat.answer_start.saturating_sub(params.prompt_context.max(1)),
+        });
+    }
+    build_from_captures(target, &captures, "chat", params, progress)
+}
+
+fn check_params(params: &EagleBuildParams) -> Result<()> {
     if params.capture_window < 3 || params.valid_every < 2 || params.max_positions == 0 {
         return Err(Error::invalid(
             "capture_window must be at least 3, valid_every at least 2 and max_positions positive",
@@ -136,24 +205,47 @@ pub fn build_eagle(
     if params.ce_shortlist == 0 {
         return Err(Error::invalid("ce_shortlist must be positive"));
     }
+    Ok(())
+}
+
+/// One pass of the target over `tokens`; training keeps positions `keep_from..`.
+struct Capture<'a> {
+    tokens: &'a [u32],
+    keep_from: usize,
+}
+
+/// Reads every capture with the target (every `valid_every`-th held out) and trains; `unit`
+/// names a capture in errors.
+fn build_from_captures(
+    target: &Llama,
+    captures: &[Capture<'_>],
+    unit: &str,
+    params: &EagleBuildParams,
+    progress: &dyn Progress,
+) -> Result<(EagleFile, EagleReport)> {
+    let c = target.config().clone();
+    let (vocab, d) = (c.vocab_size, c.hidden_size);
     let model_err = |e: anyspec_models::Error| Error::invalid(e.to_string());
-    // A window is one pass of the target: no longer than its context.
-    let capture_window = params.capture_window.min(c.max_position_embeddings);
-    let windows: Vec<&[u32]> = texts.iter().flat_map(|t| t.chunks(capture_window)).filter(|w| w.len() >= 3).collect();
     let t0 = Instant::now();
     let (mut train, mut valid) = (Vec::new(), Vec::new());
     let (mut train_positions, mut valid_positions) = (0usize, 0usize);
     let mut frequency = vec![0u64; vocab];
     progress.start("reading the corpus with the target", Some(params.max_positions as u64), ProgressUnit::Items);
-    for (w, window) in windows.iter().enumerate() {
+    for (w, capture) in captures.iter().enumerate() {
         if train_positions + valid_positions >= params.max_positions {
             break;
         }
-        let n = window.len();
-        let rows = target.forward_with_hidden(window, &mut target.new_cache(), n, None).map_err(model_err)?;
-        let labels: Vec<u32> = rows.logits.iter().map(|l| argmax(l)).collect();
-        let sequence =
-            FeatureSequence { tokens: window.to_vec(), features: rows.hidden.concat(), labels: labels.clone() };
+        let rows = target
+            .forward_with_hidden(capture.tokens, &mut target.new_cache(), capture.tokens.len(), None)
+            .map_err(model_err)?;
+        let kept = capture.keep_from..capture.tokens.len();
+        let n = kept.len();
+        let labels: Vec<u32> = rows.logits[kept.clone()].iter().map(|l| argmax(l)).collect();
+        let sequence = FeatureSequence {
+            tokens: capture.tokens[kept.clone()].to_vec(),
+            features: rows.hidden[kept].concat(),
+            labels: labels.clone(),
+        };
         if w % params.valid_every == params.valid_every - 1 {
             valid_positions += n;
             valid.push(sequence);
@@ -168,8 +260,8 @@ pub fn build_eagle(
     if train.is_empty() || valid.is_empty() {
         return Err(Error::invalid(format!(
             "the corpus gave {train_positions} training and {valid_positions} held-out positions; give more text \
-             (every {}th window of {} tokens is held out)",
-            params.valid_every, capture_window
+             (every {}th {unit} is held out)",
+            params.valid_every
         )));
     }
     let read_seconds = t0.elapsed().as_secs_f64();

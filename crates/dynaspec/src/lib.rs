@@ -45,7 +45,10 @@ pub use budget::{ClusterBudget, TokenBudget};
 pub use build::{BuildParams, BuildReport, RecallRow, build_router};
 pub use clusters::{Clusters, KMeansParams, spherical_kmeans};
 pub use drafter::{HeadPolicy, ShortlistDrafter, ShortlistStats};
-pub use eagle::{EAGLE_FORMAT, EAGLE_FORMAT_VERSION, EagleBuildParams, EagleFile, EagleInfo, EagleReport, build_eagle};
+pub use eagle::{
+    EAGLE_FORMAT, EAGLE_FORMAT_VERSION, EagleBuildParams, EagleChat, EagleFile, EagleInfo, EagleReport, build_eagle,
+    build_eagle_on_chats,
+};
 pub use error::{Error, Result};
 pub use router::{Router, top_k};
 pub use shortlist::{DynamicShortlister, FrequencyShortlister, Shortlist};

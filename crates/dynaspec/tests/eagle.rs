@@ -10,13 +10,13 @@ use anyspec_core::goodness_of_fit::{PASS_P_VALUE, POWER_P_VALUE, g_test};
 use anyspec_core::toy::{MarkovChain, MarkovTarget};
 use anyspec_core::{Drafter, GenerationConfig, SamplingConfig, Target, generate};
 use anyspec_dynaspec::{
-    ClusterBudget, Clusters, DynamicShortlister, EagleFile, EagleInfo, FrequencyShortlister, HeadPolicy, Router,
-    ShortlistDrafter, TokenBudget, model_fingerprint,
+    ClusterBudget, Clusters, DynamicShortlister, EagleBuildParams, EagleChat, EagleFile, EagleInfo,
+    FrequencyShortlister, HeadPolicy, Router, ShortlistDrafter, TokenBudget, build_eagle_on_chats, model_fingerprint,
 };
 use anyspec_models::{
     Checkpoint, DeviceChoice, Engine, FeatureModel, FeatureTap, FeatureTensors, Llama, LlamaTarget, LoadOptions,
 };
-use anyspec_train::{EAGLE_TENSORS, EagleFrozen, EagleShape, EagleWeights, eagle_forward_host};
+use anyspec_train::{EAGLE_TENSORS, EagleFrozen, EagleShape, EagleTrainConfig, EagleWeights, eagle_forward_host};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -335,6 +335,50 @@ fn a_drafter_trained_on_short_windows_attends_within_one() {
         // Without a window the drafter attends to every pair from the first.
         let all = unlimited.propose(ctx, k, &greedy, &mut rng).unwrap().tokens;
         assert_eq!(all, draft_from_pairs(&plain, ctx, &features, 0, k), "context of {n}, no window");
+    }
+}
+
+#[test]
+fn chats_are_read_whole_and_trained_from_just_before_the_answer() {
+    let model = model();
+    let mut rng = StdRng::seed_from_u64(11);
+    // Ten chats: prompts of 5..=40 tokens, answers of 4..=30; the fixture's context is 128.
+    let chats: Vec<EagleChat> = (0..10)
+        .map(|_| {
+            let (prompt, answer) = (rng.random_range(5..=40), rng.random_range(4..=30));
+            let tokens = (0..prompt + answer).map(|_| rng.random_range(3..VOCAB as u32)).collect();
+            EagleChat { tokens, answer_start: prompt }
+        })
+        .collect();
+    let params = |prompt_context| EagleBuildParams {
+        prompt_context,
+        ce_shortlist: 64,
+        max_positions: 1 << 20,
+        valid_every: 5,
+        train: EagleTrainConfig { window: 16, batch_size: 4, epochs: 1, ..EagleTrainConfig::default() },
+        ..EagleBuildParams::default()
+    };
+    for prompt_context in [1, 8, 64] {
+        let (file, report) = build_eagle_on_chats(&model, &chats, &params(prompt_context), &anyspec_core::NoProgress)
+            .unwrap_or_else(|e| panic!("prompt context {prompt_context}: {e}"));
+        // Every fifth chat is held out; each keeps its answer and at most `prompt_context`
+        // positions of its prompt.
+        let kept = |c: &EagleChat| c.tokens.len() - c.answer_start.saturating_sub(prompt_context);
+        let valid: usize = chats.iter().skip(4).step_by(5).map(kept).sum();
+        let all: usize = chats.iter().map(kept).sum();
+        assert_eq!((report.train_positions, report.valid_positions), (all - valid, valid), "{prompt_context}");
+        assert_eq!(file.info.positions, all - valid);
+    }
+    // A chat past the model's context, or without a prompt or an answer: named, before any work.
+    let mut long = chats.clone();
+    long[3].tokens = (0..129).map(|i| 3 + i % 300).collect();
+    let err = build_eagle_on_chats(&model, &long, &params(8), &anyspec_core::NoProgress).unwrap_err().to_string();
+    assert!(err.contains("chat 4 has 129 tokens") && err.contains("context of 128"), "{err}");
+    for answer_start in [0, chats[2].tokens.len()] {
+        let mut bad = chats.clone();
+        bad[2].answer_start = answer_start;
+        let err = build_eagle_on_chats(&model, &bad, &params(8), &anyspec_core::NoProgress).unwrap_err().to_string();
+        assert!(err.contains("chat 3 has no prompt or no answer"), "{err}");
     }
 }
 

@@ -9,8 +9,8 @@ use anyspec_core::Progress;
 use anyspec_core::artifact::ArtifactKind;
 use anyspec_dict_builder::CorpusOptions;
 use anyspec_dynaspec::{
-    BuildParams, BuildReport, EagleBuildParams, EagleFile, EagleInfo, EagleReport, RouterFile, build_eagle,
-    build_router, model_fingerprint,
+    BuildParams, BuildReport, EagleBuildParams, EagleChat, EagleFile, EagleInfo, EagleReport, RouterFile, build_eagle,
+    build_eagle_on_chats, build_router, model_fingerprint,
 };
 use anyspec_models::{Checkpoint, DeviceChoice, LoadOptions, TextTokenizer};
 use anyspec_train::{EagleTrainConfig, RouterTrainConfig};
@@ -56,9 +56,20 @@ struct EagleArgs {
     /// Corpus files, as for `build` (text the model itself wrote suits best).
     #[arg(long, num_args = 1.., required = true)]
     corpus: Vec<PathBuf>,
-    /// The JSONL field that holds the text.
+    /// The JSONL field that holds the text (with --prompt-field: the answer).
     #[arg(long, default_value = "text")]
     text_field: String,
+    /// Train on chats: every --corpus file is JSONL (`cargo xtask target-outputs` writes
+    /// assets/demo/target-chats.jsonl.gz) and each record's prompt, in this field, goes through
+    /// the model's chat template with its answer (--text-field) after it. The model reads each
+    /// chat whole, so its features at the answer carry the prompt, as when a drafter drafts an
+    /// answer; training keeps the answer and the --prompt-context positions before it.
+    #[arg(long, value_name = "FIELD")]
+    prompt_field: Option<String>,
+    /// With --prompt-field: prompt positions kept before each answer (the drafter's attention
+    /// reaches back into the prompt at the start of an answer).
+    #[arg(long, default_value_t = 64, requires = "prompt_field")]
+    prompt_context: usize,
     /// Where to write the drafter (safetensors).
     #[arg(short, long)]
     output: PathBuf,
@@ -106,11 +117,9 @@ fn eagle(args: EagleArgs, progress: &dyn Progress) -> anyhow::Result<()> {
     let model = checkpoint
         .load_model_with(&device, &LoadOptions::default())
         .with_context(|| format!("--model {}", args.model.display()))?;
-    let options = CorpusOptions { text_field: args.text_field.clone() };
-    let texts = router_texts(&args.corpus, &options, &tokenizer, args.max_positions, progress)
-        .with_context(|| "--corpus: reading the text")?;
     let params = EagleBuildParams {
         max_positions: args.max_positions,
+        prompt_context: args.prompt_context,
         ce_shortlist: args.ce_shortlist,
         train: EagleTrainConfig {
             window: args.window,
@@ -123,7 +132,19 @@ fn eagle(args: EagleArgs, progress: &dyn Progress) -> anyhow::Result<()> {
         corpus: describe(&args.corpus),
         ..EagleBuildParams::default()
     };
-    let (file, report) = build_eagle(&model, &texts, &params, progress)?;
+    let (file, report) = match &args.prompt_field {
+        None => {
+            let options = CorpusOptions { text_field: args.text_field.clone() };
+            let texts = router_texts(&args.corpus, &options, &tokenizer, args.max_positions, progress)
+                .with_context(|| "--corpus: reading the text")?;
+            build_eagle(&model, &texts, &params, progress)?
+        }
+        Some(prompt_field) => {
+            let chats = chat_texts(&args.corpus, [prompt_field, &args.text_field], &checkpoint, &tokenizer, progress)
+                .with_context(|| "--corpus: reading the chats")?;
+            build_eagle_on_chats(&model, &chats, &params, progress)?
+        }
+    };
     file.save(&args.output).with_context(|| format!("-o {}: cannot write the drafter", args.output.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     print_eagle(&args.output, &file.info, Some((&report, seconds)), args.json, "wrote")
@@ -436,6 +457,43 @@ pub(crate) fn router_texts(
         Ok(())
     })?;
     Ok(texts)
+}
+
+/// The (prompt, answer) records of JSONL `corpus` files as chats: the prompt through the
+/// model's chat template, tokenized as `anyspec demo` tokenizes it, then the answer's tokens.
+fn chat_texts(
+    corpus: &[PathBuf],
+    [prompt_field, answer_field]: [&str; 2],
+    checkpoint: &Checkpoint,
+    tokenizer: &TextTokenizer,
+    progress: &dyn Progress,
+) -> anyhow::Result<Vec<EagleChat>> {
+    checkpoint.chat_prompt(None, "").context("--prompt-field reads chats through the model's chat template")?;
+    let mut chats = Vec::new();
+    let mut failure: Option<anyhow::Error> = None;
+    anyspec_dict_builder::for_each_record(corpus, &[prompt_field, answer_field], progress, |record| {
+        let chat = (|| -> anyhow::Result<EagleChat> {
+            let mut tokens = tokenizer.encode(&checkpoint.chat_prompt(None, &record[0])?)?;
+            let answer_start = tokens.len();
+            tokens.extend(tokenizer.encode(record[1].trim())?);
+            Ok(EagleChat { tokens, answer_start })
+        })();
+        match chat {
+            Ok(chat) if chat.tokens.len() > chat.answer_start => chats.push(chat),
+            Ok(_) => {} // an empty answer: nothing to learn from
+            Err(e) => {
+                failure.get_or_insert(e.context(format!("chat {}", chats.len() + 1)));
+            }
+        }
+        Ok(())
+    })?;
+    match failure {
+        Some(e) => Err(e),
+        None if chats.is_empty() => {
+            anyhow::bail!("no chat with a non-empty answer; check --prompt-field and --text-field")
+        }
+        None => Ok(chats),
+    }
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {

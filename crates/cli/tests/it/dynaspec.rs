@@ -94,3 +94,65 @@ fn eagle_build_inspect_and_refusals() {
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep me");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn eagle_on_chats_reads_prompt_and_answer_records() {
+    let dir = temp_dir("dynaspec", "eagle-chats");
+    // The fixture model with a chat template ([INST] … [/INST]).
+    let target = dir.join("model");
+    std::fs::create_dir_all(&target).unwrap();
+    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(Path::new(&model("llama3-gqa")).join(name), target.join(name)).unwrap();
+    }
+    let text = std::fs::read_to_string(fixture("corpus.txt")).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.split_whitespace().count() >= 6).collect();
+    let words = |line: &str, n: usize| line.split_whitespace().take(n).collect::<Vec<_>>().join(" ");
+    let record = |i: usize| {
+        let (prompt, answer) = (words(lines[i % lines.len()], 3), words(lines[(i + 1) % lines.len()], 4));
+        format!("{}\n", serde_json::json!({ "prompt": prompt, "answer": answer }))
+    };
+    let chats = dir.join("chats.jsonl");
+    std::fs::write(&chats, (0..20).map(record).collect::<String>()).unwrap();
+    let (chats, target) = (chats.display().to_string(), target.display().to_string());
+    let drafter = dir.join("eagle.safetensors").display().to_string();
+    let base = ["dynaspec", "eagle", "--model", &target, "--corpus", &chats, "-o", &drafter, "--epochs", "1"];
+    let mut args = base.to_vec();
+    args.extend(["--window", "16", "--ce-shortlist", "64", "--prompt-field", "prompt", "--text-field", "answer"]);
+    args.extend(["--prompt-context", "4", "--json"]);
+    // Without a chat template the model cannot read chats: said so, nothing written.
+    let out = anyspec(&args);
+    assert!(!out.status.success() && stderr(&out).contains("chat template"), "{}", stderr(&out));
+    assert!(!Path::new(&drafter).exists());
+    std::fs::write(Path::new(&target).join("tokenizer_config.json"), r#"{"chat_template": "[INST] {{ m }} [/INST]"}"#)
+        .unwrap();
+    let built = json(&anyspec(&args));
+    let positions = |built: &serde_json::Value| {
+        let (train, valid) = (&built["build"]["train_positions"], &built["build"]["valid_positions"]);
+        (train.as_u64().unwrap(), valid.as_u64().unwrap())
+    };
+    let (train, valid) = positions(&built);
+    assert!(valid > 0 && train > valid, "two of the twenty chats are held out: {train} {valid}");
+    assert_eq!(built["positions"].as_u64().unwrap(), train);
+    // Each chat keeps its answer and --prompt-context positions of its prompt: five more
+    // each, a hundred in all.
+    let mut longer = args.clone();
+    let context = longer.iter().position(|a| *a == "4").unwrap();
+    longer[context] = "9";
+    let (train9, valid9) = positions(&json(&anyspec(&longer)));
+    assert_eq!(train9 + valid9, train + valid + 100);
+    let mut misnamed = args.clone();
+    let field = misnamed.iter().position(|a| *a == "answer").unwrap();
+    misnamed[field] = "reply";
+    misnamed.push("--force");
+    let out = anyspec(&misnamed);
+    assert!(!out.status.success() && stderr(&out).contains("\"reply\""), "{}", stderr(&out));
+    let corpus_txt = dir.join("corpus.txt");
+    std::fs::write(&corpus_txt, &text).unwrap();
+    let mut txt = args.clone();
+    let corpus_txt = corpus_txt.display().to_string();
+    txt[5] = &corpus_txt;
+    txt.push("--force");
+    let out = anyspec(&txt);
+    assert!(!out.status.success() && stderr(&out).contains("*.jsonl"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
