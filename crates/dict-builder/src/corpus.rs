@@ -99,25 +99,12 @@ pub fn for_each_chunk(
 ) -> Result<()> {
     progress.start("reading corpus", Some(total_size(paths)?), ProgressUnit::Bytes);
     for path in paths {
-        let mut reader = open(path, progress)?;
         let jsonl = is_jsonl(path);
         let mut chunk = String::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 3));
-        let mut line = Vec::new();
-        let mut offset: u64 = 0;
-        let mut line_number: u64 = 0;
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(Error::io("read", path))?;
-            if n == 0 {
-                break;
-            }
-            line_number += 1;
-            let text = std::str::from_utf8(&line)
-                .map_err(|e| Error::InvalidUtf8 { path: path.clone(), offset: offset + e.valid_up_to() as u64 })?;
-            offset += n as u64;
+        for_each_line::<Error>(path, progress, |line_number, text| {
             if jsonl {
                 if text.trim().is_empty() {
-                    continue;
+                    return Ok(());
                 }
                 chunk.push_str(&jsonl_text(text, &options.text_field, path, line_number)?);
                 chunk.push('\n');
@@ -131,7 +118,8 @@ pub fn for_each_chunk(
                 on_chunk(std::mem::take(&mut chunk))?;
                 chunk.reserve(CHUNK_BYTES + (CHUNK_BYTES >> 3));
             }
-        }
+            Ok(())
+        })?;
         if !chunk.is_empty() {
             on_chunk(chunk)?;
         }
@@ -140,50 +128,69 @@ pub fn for_each_chunk(
     Ok(())
 }
 
+/// Calls `on_line` with the 1-based number and the text of each line of one corpus file
+/// (decompressed when gzipped; the text keeps its newline), failing on the first line that is not
+/// UTF-8 with the byte offset of the bad byte, and stopping at the first error `on_line` returns.
+fn for_each_line<E: From<Error>>(
+    path: &Path,
+    progress: &dyn Progress,
+    mut on_line: impl FnMut(u64, &str) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let mut reader = open(path, progress)?;
+    let (mut line, mut offset, mut line_number) = (Vec::new(), 0u64, 0u64);
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(Error::io("read", path))?;
+        if n == 0 {
+            return Ok(());
+        }
+        line_number += 1;
+        let text = std::str::from_utf8(&line)
+            .map_err(|e| Error::InvalidUtf8 { path: path.to_path_buf(), offset: offset + e.valid_up_to() as u64 })?;
+        offset += n as u64;
+        on_line(line_number, text)?;
+    }
+}
+
+/// One record of a JSONL file, as [`for_each_record`] gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// The file it is in.
+    pub path: &'a Path,
+    /// Its 1-based line number there, for messages about it.
+    pub line: u64,
+    /// The string values of the fields asked for, in the order asked.
+    pub fields: Vec<String>,
+}
+
 /// Reads every record of JSONL files (`*.jsonl`, optionally gzipped) and calls `on_record` with
 /// the string values of `fields`, in order: (prompt, answer) pairs of a chat corpus, which
 /// [`for_each_chunk`] would run together. Blank lines are skipped. Progress as
-/// [`for_each_chunk`]'s.
+/// [`for_each_chunk`]'s. The callback's error type is the caller's (anything this crate's
+/// [`Error`] converts into), so the first error it returns ends the reading.
 ///
 /// # Errors
-/// [`Error::InvalidJsonl`] for a file not named `.jsonl`/`.jsonl.gz` (line 0) or a record
-/// without one of the fields, [`Error::Io`], [`Error::InvalidUtf8`], and whatever `on_record`
-/// returns.
-pub fn for_each_record(
+/// [`Error::NotJsonl`] for a file not named `.jsonl`/`.jsonl.gz`, [`Error::InvalidJsonl`] for a
+/// record without one of the fields, [`Error::Io`], [`Error::InvalidUtf8`], and the first error
+/// `on_record` returns.
+pub fn for_each_record<E: From<Error>>(
     paths: &[PathBuf],
     fields: &[&str],
     progress: &dyn Progress,
-    mut on_record: impl FnMut(Vec<String>) -> Result<()>,
-) -> Result<()> {
+    mut on_record: impl FnMut(Record<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     progress.start("reading corpus", Some(total_size(paths)?), ProgressUnit::Bytes);
     for path in paths {
         if !is_jsonl(path) {
-            return Err(Error::InvalidJsonl {
-                path: path.clone(),
-                line: 0,
-                field: fields.join(", "),
-                problem: "records need a JSONL file (named *.jsonl or *.jsonl.gz), one JSON object per line".into(),
-            });
+            return Err(Error::NotJsonl { path: path.clone(), fields: fields.join("\", \"") }.into());
         }
-        let mut reader = open(path, progress)?;
-        let (mut line, mut offset, mut line_number) = (Vec::new(), 0u64, 0u64);
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(Error::io("read", path))?;
-            if n == 0 {
-                break;
-            }
-            line_number += 1;
-            let text = std::str::from_utf8(&line)
-                .map_err(|e| Error::InvalidUtf8 { path: path.clone(), offset: offset + e.valid_up_to() as u64 })?;
-            offset += n as u64;
+        for_each_line(path, progress, |line, text| {
             if text.trim().is_empty() {
-                continue;
+                return Ok(());
             }
-            let values =
-                fields.iter().map(|field| jsonl_text(text, field, path, line_number)).collect::<Result<Vec<_>>>()?;
-            on_record(values)?;
-        }
+            let fields = fields.iter().map(|field| jsonl_text(text, field, path, line)).collect::<Result<Vec<_>>>()?;
+            on_record(Record { path, line, fields })
+        })?;
     }
     progress.finish();
     Ok(())
@@ -269,17 +276,32 @@ mod tests {
         .unwrap();
         let mut got = Vec::new();
         for_each_record(std::slice::from_ref(&path), &["prompt", "answer"], &NoProgress, |r| {
-            got.push(r);
-            Ok(())
+            assert_eq!(r.path, path.as_path());
+            got.push((r.line, r.fields));
+            Ok::<_, Error>(())
         })
         .unwrap();
-        assert_eq!(got, vec![vec!["p1".to_string(), "a\n\nb".to_string()], vec!["p2".to_string(), "c".to_string()]]);
-        let missing = for_each_record(std::slice::from_ref(&path), &["prompt", "reply"], &NoProgress, |_| Ok(()));
+        let pair = |a: &str, b: &str| vec![a.to_string(), b.to_string()];
+        assert_eq!(got, vec![(1, pair("p1", "a\n\nb")), (3, pair("p2", "c"))]);
+        let missing =
+            for_each_record(std::slice::from_ref(&path), &["prompt", "reply"], &NoProgress, |_| Ok::<_, Error>(()));
         assert!(missing.unwrap_err().to_string().contains("\"reply\""));
+        // The callback's first error ends the reading.
+        let mut seen = 0;
+        let stopped = for_each_record(std::slice::from_ref(&path), &["prompt"], &NoProgress, |r| {
+            seen += 1;
+            Err(Error::Corrupt { path: r.path.to_path_buf(), problem: format!("stop at line {}", r.line) })
+        });
+        assert!(stopped.unwrap_err().to_string().contains("stop at line 1"));
+        assert_eq!(seen, 1);
         let plain = dir.join("chats.txt");
         std::fs::write(&plain, "p1\n").unwrap();
-        let err = for_each_record(std::slice::from_ref(&plain), &["prompt"], &NoProgress, |_| Ok(())).unwrap_err();
-        assert!(err.to_string().contains("*.jsonl"), "{err}");
+        let err = for_each_record(std::slice::from_ref(&plain), &["prompt"], &NoProgress, |_| Ok::<_, Error>(()))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("chats.txt is not a JSONL file") && err.to_string().contains("*.jsonl"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -42,6 +42,17 @@ pub enum Error {
         /// What is wrong with the line.
         problem: String,
     },
+    /// A file of records (see [`crate::for_each_record`]) is not named as JSONL.
+    #[error(
+        "{path} is not a JSONL file: records with the fields \"{fields}\" are read from files named \
+         *.jsonl or *.jsonl.gz, one JSON object per line; convert the file, or rename it if it is JSONL"
+    )]
+    NotJsonl {
+        /// The file.
+        path: PathBuf,
+        /// The fields that were to be read, quoted and joined.
+        fields: String,
+    },
     /// A parameter is outside its allowed range.
     #[error(transparent)]
     InvalidParameter(#[from] anyspec_core::InvalidParameter),

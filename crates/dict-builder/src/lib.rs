@@ -70,7 +70,7 @@ mod varint;
 pub mod words;
 
 pub use build::{build_dictionary, write_dictionary};
-pub use corpus::{CHUNK_BYTES, CorpusOptions, for_each_chunk, for_each_record, total_size};
+pub use corpus::{CHUNK_BYTES, CorpusOptions, Record, for_each_chunk, for_each_record, total_size};
 pub use counts::{MAX_ORDER, NgramCounts};
 pub use dictionary::Dictionary;
 pub use emulate::{EmulationConfig, emulate, emulate_sequence};

@@ -470,30 +470,23 @@ fn chat_texts(
 ) -> anyhow::Result<Vec<EagleChat>> {
     checkpoint.chat_prompt(None, "").context("--prompt-field reads chats through the model's chat template")?;
     let mut chats = Vec::new();
-    let mut failure: Option<anyhow::Error> = None;
     anyspec_dict_builder::for_each_record(corpus, &[prompt_field, answer_field], progress, |record| {
-        let chat = (|| -> anyhow::Result<EagleChat> {
-            let mut tokens = tokenizer.encode(&checkpoint.chat_prompt(None, &record[0])?)?;
-            let answer_start = tokens.len();
-            tokens.extend(tokenizer.encode(record[1].trim())?);
-            Ok(EagleChat { tokens, answer_start })
-        })();
-        match chat {
-            Ok(chat) if chat.tokens.len() > chat.answer_start => chats.push(chat),
-            Ok(_) => {} // an empty answer: nothing to learn from
-            Err(e) => {
-                failure.get_or_insert(e.context(format!("chat {}", chats.len() + 1)));
-            }
+        let [prompt, answer] = &record.fields[..] else { unreachable!("two fields were asked for") };
+        let where_ = || format!("{} line {}", record.path.display(), record.line);
+        let mut tokens =
+            tokenizer.encode(&checkpoint.chat_prompt(None, prompt).with_context(where_)?).with_context(where_)?;
+        let answer_start = tokens.len();
+        tokens.extend(tokenizer.encode(answer.trim()).with_context(where_)?);
+        // An empty answer has nothing to learn from.
+        if tokens.len() > answer_start {
+            chats.push(EagleChat { tokens, answer_start });
         }
-        Ok(())
+        anyhow::Ok(())
     })?;
-    match failure {
-        Some(e) => Err(e),
-        None if chats.is_empty() => {
-            anyhow::bail!("no chat with a non-empty answer; check --prompt-field and --text-field")
-        }
-        None => Ok(chats),
+    if chats.is_empty() {
+        anyhow::bail!("no chat with a non-empty answer; check --prompt-field and --text-field");
     }
+    Ok(chats)
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<()> {
