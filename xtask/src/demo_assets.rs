@@ -381,6 +381,50 @@ struct StepLite {
 }
 
 /// assets/demo/README.md from what is on disk (so a partial `--only` rebuild keeps it whole).
+/// The `## ` sections [`write_readme`] writes; any other section of an existing README (SmolLM2's:
+/// measurements of `cargo xtask target-outputs`, `anyspec dynaspec eagle` and the prompt choice,
+/// written by hand) is kept.
+const GENERATED_SECTIONS: [&str; 4] = ["Corpus and licence", "Models", "Loss curves", "Rebuilding"];
+
+/// `generated` with the sections of `existing` that are not among [`GENERATED_SECTIONS`]
+/// inserted, in their order, after the generated "Corpus and licence" section (before the
+/// tiny models' tables), where the README has always had them.
+fn with_kept_sections(generated: &str, existing: Option<&str>) -> String {
+    // (title, text) of each `## ` section; the text before the first is titled "".
+    fn sections(md: &str) -> Vec<(&str, String)> {
+        let mut out: Vec<(&str, String)> = vec![("", String::new())];
+        for line in md.split_inclusive('\n') {
+            if let Some(title) = line.strip_prefix("## ") {
+                out.push((title.trim_end(), String::new()));
+            }
+            out.last_mut().expect("starts with one").1.push_str(line);
+        }
+        out
+    }
+    let kept: Vec<String> = existing
+        .map(|md| {
+            sections(md)
+                .into_iter()
+                .filter(|(title, _)| !title.is_empty() && !GENERATED_SECTIONS.contains(title))
+                .map(|(_, text)| if text.ends_with("\n\n") { text } else { format!("{}\n\n", text.trim_end()) })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut md = String::new();
+    let mut inserted = kept.is_empty();
+    for (title, text) in sections(generated) {
+        if !inserted && title == "Models" {
+            kept.iter().for_each(|k| md.push_str(k));
+            inserted = true;
+        }
+        md.push_str(&text);
+    }
+    if !inserted {
+        kept.iter().for_each(|k| md.push_str(k));
+    }
+    md
+}
+
 fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow::Result<()> {
     let mut md = String::new();
     writeln!(md, "# Demo models\n")?;
@@ -400,8 +444,8 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
          the project's licence (MIT OR Apache-2.0). *Pride and Prejudice* ({HELD_OUT_BOOK}) is held out from training: \
          it supplies the validation loss and the demo prompts (`prompts.json`). `corpus.txt.gz` is \
          an evenly spread {:.0} MB sample of the training paragraphs, from which `anyspec demo` builds \
-         the tiny target's n-gram dictionary and the affinity matrix (SmolLM2's dictionary comes from \
-         `target-outputs.txt.gz`, made by `cargo xtask target-outputs`).\n",
+         the tiny target's n-gram dictionary and the affinity matrix (SmolLM2's dictionary and n-gram \
+         model come from `target-outputs.txt.gz`, below).\n",
         corpus.train_books.len() + 1,
         DICTIONARY_CORPUS_CHARS as f64 / 1e6
     )?;
@@ -502,6 +546,53 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
          last such pass took {:.0} s).",
         train_seconds, seconds
     )?;
-    std::fs::write(out.join("README.md"), md)?;
+    let path = out.join("README.md");
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+    };
+    let md = with_kept_sections(&md, existing.as_deref());
+    anyspec_core::artifact::write_atomically(&path, |w| std::io::Write::write_all(w, md.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rewritten_readme_keeps_the_sections_it_does_not_generate() {
+        let generated = "# Demo models\n\nIntro.\n\n## Corpus and licence\n\nNew corpus.\n\n## Models\n\nNew table.\n\n\
+                         ## Loss curves\n\nNew plot.\n\n## Rebuilding\n\nNew command.\n";
+        let existing = "# Demo models\n\nOld intro.\n\n## Corpus and licence\n\nOld corpus.\n\n## SmolLM2's answers\n\n\
+                        Measured.\n\n## SmolLM2's EAGLE drafter\n\nTrained.\n## Models\n\nOld table.\n\n## Rebuilding\n\nOld.\n";
+        assert_eq!(
+            with_kept_sections(generated, Some(existing)),
+            "# Demo models\n\nIntro.\n\n## Corpus and licence\n\nNew corpus.\n\n## SmolLM2's answers\n\nMeasured.\n\n\
+             ## SmolLM2's EAGLE drafter\n\nTrained.\n\n## Models\n\nNew table.\n\n## Loss curves\n\nNew plot.\n\n\
+             ## Rebuilding\n\nNew command.\n"
+        );
+        assert_eq!(with_kept_sections(generated, None), generated);
+        assert_eq!(with_kept_sections(generated, Some(generated)), generated);
+    }
+
+    #[test]
+    fn the_committed_readme_survives_a_rewrite_of_its_generated_sections() {
+        // The committed README, cut down to what the generator writes, then merged with itself:
+        // the SmolLM2 sections come back where they are.
+        let committed = include_str!("../../assets/demo/README.md");
+        let generated: String = committed
+            .split_inclusive('\n')
+            .scan(true, |keep, line| {
+                if let Some(title) = line.strip_prefix("## ") {
+                    *keep = GENERATED_SECTIONS.contains(&title.trim_end());
+                }
+                Some(if *keep { line } else { "" })
+            })
+            .collect();
+        assert!(generated.len() < committed.len() && !generated.contains("## SmolLM2"), "the cut removed nothing");
+        assert_eq!(with_kept_sections(&generated, Some(committed)), committed);
+    }
 }

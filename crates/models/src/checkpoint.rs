@@ -109,7 +109,8 @@ impl Checkpoint {
         };
         let template = template.ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "{} has no chat template; give the prompt as plain text (without --chat)",
+                "{} has no chat template (in its GGUF metadata or tokenizer_config.json); use a chat model, \
+                 or give the text as it is, without a template",
                 self.path.display()
             ))
         })?;

@@ -283,9 +283,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let target_checkpoint = open(&args.target, "--target")?;
     let tokenizer = target_checkpoint.tokenizer().with_context(|| format!("--target {}", args.target.display()))?;
     let text = if args.chat {
-        target_checkpoint
-            .chat_prompt(args.system.as_deref(), &args.prompt)
-            .with_context(|| format!("--chat with --target {}", args.target.display()))?
+        target_checkpoint.chat_prompt(args.system.as_deref(), &args.prompt).with_context(|| {
+            format!("--chat with --target {} (without --chat the prompt is used as it is)", args.target.display())
+        })?
     } else {
         args.prompt.clone()
     };
