@@ -1,6 +1,7 @@
-//! `cargo xtask demo-assets`: trains the tokenizers and the four small models that `anyspec demo`
-//! ships with, from the public-domain Gutenberg books in `<data>/corpora/en-gutenberg`, and writes
-//! them with loss curves and a README under `assets/demo/`.
+//! `cargo xtask demo-assets`: trains the tokenizers and the small models that `anyspec demo` ships
+//! with, the tiny set from the public-domain Gutenberg books in `<data>/corpora/en-gutenberg` and
+//! SmolLM2's small drafter from SmolLM2's own answers (`target-chats.jsonl.gz` in `--out`), and
+//! writes them with loss curves and a README under `assets/demo/`.
 //!
 //! Everything runs on the CPU in release mode; the default step counts fit in about 25 minutes of
 //! training on a 2-core machine.
@@ -51,6 +52,7 @@ pub(crate) struct Args {
 struct Plan {
     name: &'static str,
     role: &'static str,
+    text: Text,
     tokenizer: Which,
     spec: fn(vocab: usize, eos: u32) -> ModelSpec,
     steps: usize,
@@ -64,7 +66,22 @@ enum Which {
     ByteLevelBpe,
     Metaspace,
     Bytes,
+    /// A byte-level BPE learned from SmolLM2's answers ([`Text::SmolLM2Answers`]).
+    AnswersBpe,
 }
+
+/// What a model learns from.
+#[derive(Clone, Copy, PartialEq)]
+enum Text {
+    /// The Gutenberg books (all but the held-out one).
+    Gutenberg,
+    /// SmolLM2-135M-Instruct's own answers, `target-chats.jsonl.gz` in `--out` (made by `cargo
+    /// xtask target-outputs`), every tenth held out: the text SmolLM2's demo drafts.
+    SmolLM2Answers,
+}
+
+/// SmolLM2's (prompt, answer) pairs, relative to `--out`.
+const SMOLLM2_CHATS: &str = "target-chats.jsonl.gz";
 
 fn spec(vocab: usize, eos: u32, hidden: usize, layers: usize, heads: usize, kv: usize) -> ModelSpec {
     ModelSpec {
@@ -82,6 +99,9 @@ fn spec(vocab: usize, eos: u32, hidden: usize, layers: usize, heads: usize, kv: 
 }
 
 const TARGET_VOCAB: usize = 8192;
+/// The vocabulary of SmolLM2's small drafter: a head of 4k rows keeps its step cheap (the hetero
+/// paper's point), and it shares about as many of SmolLM2's frequent tokens as an 8k one would.
+const SMOLLM2_DRAFTER_VOCAB: usize = 4096;
 const METASPACE_VOCAB: usize = 2048;
 
 fn plans() -> Vec<Plan> {
@@ -89,6 +109,7 @@ fn plans() -> Vec<Plan> {
         Plan {
             name: "target",
             role: "target (byte-level BPE, 8k)",
+            text: Text::Gutenberg,
             tokenizer: Which::ByteLevelBpe,
             spec: |v, e| spec(v, e, 256, 4, 4, 2),
             steps: 900,
@@ -99,6 +120,7 @@ fn plans() -> Vec<Plan> {
         Plan {
             name: "drafter-same",
             role: "drafter, same tokenizer as the target",
+            text: Text::Gutenberg,
             tokenizer: Which::ByteLevelBpe,
             spec: |v, e| spec(v, e, 128, 2, 4, 2),
             steps: 400,
@@ -109,6 +131,7 @@ fn plans() -> Vec<Plan> {
         Plan {
             name: "drafter-sp",
             role: "drafter, SentencePiece-style BPE (2k, byte fallback)",
+            text: Text::Gutenberg,
             tokenizer: Which::Metaspace,
             spec: |v, e| spec(v, e, 128, 2, 4, 2),
             steps: 300,
@@ -119,6 +142,7 @@ fn plans() -> Vec<Plan> {
         Plan {
             name: "drafter-byte",
             role: "drafter, one token per byte (SLRS)",
+            text: Text::Gutenberg,
             tokenizer: Which::Bytes,
             spec: |v, e| spec(v, e, 128, 3, 4, 2),
             steps: 300,
@@ -126,7 +150,41 @@ fn plans() -> Vec<Plan> {
             seq_len: 256,
             learning_rate: 4e-3,
         },
+        Plan {
+            name: "drafter-smollm2",
+            role: "SmolLM2's drafter with another tokenizer (TLI, RDK, SLEM rows): its own 4k byte-level BPE",
+            text: Text::SmolLM2Answers,
+            tokenizer: Which::AnswersBpe,
+            spec: |v, e| spec(v, e, 128, 2, 4, 2),
+            steps: 1000,
+            batch_size: 8,
+            seq_len: 128,
+            learning_rate: 4e-3,
+        },
     ]
+}
+
+/// SmolLM2's answers in `chats` (JSONL, gzipped, an `answer` field per line), split into
+/// training and held-out answers (every tenth, as `anyspec dynaspec eagle` holds out chats).
+fn read_answers(chats: &Path) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let (mut train, mut valid) = (Vec::new(), Vec::new());
+    let mut index = 0usize;
+    anyspec_dict_builder::for_each_record(std::slice::from_ref(&chats.to_path_buf()), &["answer"], &NoProgress, |r| {
+        let answer = r.fields.concat();
+        let answer = answer.trim();
+        if !answer.is_empty() {
+            if index % 10 == 9 { &mut valid } else { &mut train }.push(answer.to_owned());
+            index += 1;
+        }
+        anyhow::Ok(())
+    })
+    .with_context(|| {
+        format!("reading SmolLM2's answers (make {} with `cargo xtask target-outputs`)", chats.display())
+    })?;
+    if valid.is_empty() {
+        bail!("{} has fewer than ten answers; regenerate it with `cargo xtask target-outputs`", chats.display());
+    }
+    Ok((train, valid))
 }
 
 struct Corpus {
@@ -174,6 +232,10 @@ fn sample(paragraphs: &[String], chars: usize) -> Vec<&str> {
 #[allow(clippy::print_stderr)]
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let started = Instant::now();
+    let names: Vec<&str> = plans().iter().map(|p| p.name).collect();
+    if let Some(unknown) = args.only.iter().find(|n| !names.contains(&n.as_str())) {
+        bail!("--only {unknown}: no such model; the models are {}", names.join(", "));
+    }
     let corpus = read_corpus(&args.data)?;
     std::fs::create_dir_all(&args.out)?;
     eprintln!(
@@ -189,21 +251,36 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let metaspace = train_metaspace_bpe(&tokenizer_text, METASPACE_VOCAB, 150)?;
     let bytes = byte_tokenizer()?;
     eprintln!("tokenizers trained in {:.1} s", t.elapsed().as_secs_f64());
+    let wanted = |plan: &Plan| args.only.is_empty() || args.only.iter().any(|n| n == plan.name);
+    let answers = if plans().iter().any(|p| p.text == Text::SmolLM2Answers && wanted(p)) {
+        let (train, valid) = read_answers(&args.out.join(SMOLLM2_CHATS))?;
+        let tokenizer = train_byte_level_bpe(&train, SMOLLM2_DRAFTER_VOCAB)?;
+        eprintln!("SmolLM2's answers: {} training, {} held out; their tokenizer trained", train.len(), valid.len());
+        Some((train, valid, tokenizer))
+    } else {
+        None
+    };
 
     let device = burn::tensor::Device::flex();
     let mut results: Vec<(String, ModelSpec, TrainReport, TrainConfig)> = Vec::new();
     for plan in plans() {
-        if !args.only.is_empty() && !args.only.iter().any(|n| n == plan.name) {
+        if !wanted(&plan) {
             continue;
         }
+        let missing = || anyhow::anyhow!("{}: SmolLM2's answers were not read", plan.name);
+        let (train_text, valid_text) = match plan.text {
+            Text::Gutenberg => (&corpus.train, &corpus.valid),
+            Text::SmolLM2Answers => answers.as_ref().map(|(train, valid, _)| (train, valid)).ok_or_else(missing)?,
+        };
         let (tokenizer, eos): (&Tokenizer, u32) = match plan.tokenizer {
             Which::ByteLevelBpe => (&byte_level, 0),
             Which::Metaspace => (&metaspace, 0),
             Which::Bytes => (&bytes, 0),
+            Which::AnswersBpe => (answers.as_ref().map(|(_, _, tokenizer)| tokenizer).ok_or_else(missing)?, 0),
         };
         let t = Instant::now();
-        let train_stream = encode_stream(tokenizer, &corpus.train, eos)?;
-        let valid_stream = encode_stream(tokenizer, &corpus.valid, eos)?;
+        let train_stream = encode_stream(tokenizer, train_text, eos)?;
+        let valid_stream = encode_stream(tokenizer, valid_text, eos)?;
         eprintln!(
             "{}: {} training tokens, {} validation tokens (encoded in {:.1} s)",
             plan.name,
@@ -246,7 +323,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         })?;
         let dir = args.out.join(plan.name);
         let metadata = [
-            ("corpus", format!("{CORPUS} (public domain), all books but {HELD_OUT_BOOK}")),
+            (
+                "corpus",
+                match plan.text {
+                    Text::Gutenberg => format!("{CORPUS} (public domain), all books but {HELD_OUT_BOOK}"),
+                    Text::SmolLM2Answers => {
+                        format!("{SMOLLM2_CHATS}: SmolLM2-135M-Instruct's answers (Apache-2.0), all but every tenth")
+                    }
+                },
+            ),
             ("steps", steps.to_string()),
             ("batch_size", plan.batch_size.to_string()),
             ("seq_len", plan.seq_len.to_string()),
@@ -333,7 +418,13 @@ fn draw_curves(path: &Path, out: &Path) -> anyhow::Result<bool> {
         .y_desc("cross-entropy (nats per token of the model's own tokenizer)")
         .label_style(("sans-serif", 14))
         .draw()?;
-    let palette = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44), RGBColor(148, 103, 189)];
+    let palette = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(255, 127, 14),
+    ];
     for (i, (name, report)) in series.iter().enumerate() {
         let color = palette[i % palette.len()];
         let losses: Vec<f32> = report.steps.iter().map(|s| s.loss).collect();
@@ -380,7 +471,6 @@ struct StepLite {
     valid_loss: Option<f32>,
 }
 
-/// assets/demo/README.md from what is on disk (so a partial `--only` rebuild keeps it whole).
 /// The `## ` sections [`write_readme`] writes; any other section of an existing README (SmolLM2's:
 /// measurements of `cargo xtask target-outputs`, `anyspec dynaspec eagle` and the prompt choice,
 /// written by hand) is kept.
@@ -425,15 +515,17 @@ fn with_kept_sections(generated: &str, existing: Option<&str>) -> String {
     md
 }
 
+/// assets/demo/README.md from what is on disk (so a partial `--only` rebuild keeps it whole).
 fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow::Result<()> {
     let mut md = String::new();
     writeln!(md, "# Demo models\n")?;
     writeln!(
         md,
-        "Four small Llama-architecture models and three tokenizers, trained from scratch in Rust \
-         (burn autodiff, `tokenizers` trainers) by `cargo xtask demo-assets` so that `anyspec demo` \
-         runs on a machine that cannot download a model. They are tiny and undertrained: they exist \
-         to exercise every code path of speculative decoding, not to write good prose.\n"
+        "Five small Llama-architecture models and four tokenizers, trained from scratch in Rust \
+         (burn autodiff, `tokenizers` trainers) by `cargo xtask demo-assets`: a tiny target and three \
+         drafters, so that `anyspec demo` runs on a machine that cannot download a model, and a drafter \
+         with its own tokenizer for SmolLM2. They are tiny and undertrained: they exist to exercise \
+         every code path of speculative decoding, not to write good prose.\n"
     )?;
     writeln!(md, "## Corpus and licence\n")?;
     writeln!(
@@ -450,6 +542,13 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
         DICTIONARY_CORPUS_CHARS as f64 / 1e6
     )?;
     writeln!(md, "Trained on: {}.\n", corpus.train_books.join("; "))?;
+    writeln!(
+        md,
+        "`drafter-smollm2` is SmolLM2's drafter with another tokenizer, the drafter of `anyspec demo`'s \
+         union, TLI, RDK, SLEM and auto rows on SmolLM2. It learns from SmolLM2-135M-Instruct's own \
+         answers (`{SMOLLM2_CHATS}`, below; the model's Apache-2.0 licence allows it): every tenth answer \
+         is held out for the validation loss, and its tokenizer is learned from the training answers.\n"
+    )?;
     writeln!(md, "## Models\n")?;
     writeln!(
         md,
@@ -517,9 +616,11 @@ fn write_readme(out: &Path, corpus: &Corpus, drew: bool, seconds: f64) -> anyhow
         "- `drafter-sp`: SentencePiece-style BPE (Metaspace `▁` word starts, 256 `<0xXX>` byte-fallback \
          tokens, 150-character alphabet), {METASPACE_VOCAB} tokens, `</s>` = 0."
     )?;
+    writeln!(md, "- `drafter-byte`: one token per UTF-8 byte (GPT-2 byte alphabet), 257 tokens, `<|endoftext|>` = 0.")?;
     writeln!(
         md,
-        "- `drafter-byte`: one token per UTF-8 byte (GPT-2 byte alphabet), 257 tokens, `<|endoftext|>` = 0.\n"
+        "- `drafter-smollm2`: GPT-2 style byte-level BPE learned from SmolLM2's training answers, {SMOLLM2_DRAFTER_VOCAB} \
+         tokens, `<|endoftext|>` = 0.\n"
     )?;
     writeln!(
         md,
@@ -576,6 +677,20 @@ mod tests {
         );
         assert_eq!(with_kept_sections(generated, None), generated);
         assert_eq!(with_kept_sections(generated, Some(generated)), generated);
+    }
+
+    #[test]
+    fn an_unknown_model_name_is_refused_before_any_work() {
+        let args = Args {
+            data: PathBuf::from("/nonexistent"),
+            out: PathBuf::from("/nonexistent"),
+            target_steps: None,
+            drafter_steps: None,
+            steps: None,
+            only: vec!["drafter-smollm2".into(), "drafter-smolm2".into()],
+        };
+        let err = run(&args).unwrap_err().to_string();
+        assert!(err.contains("--only drafter-smolm2") && err.contains("drafter-byte, drafter-smollm2"), "{err}");
     }
 
     #[test]

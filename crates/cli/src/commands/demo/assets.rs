@@ -28,6 +28,11 @@ use serde::Serialize;
 /// The tiny models the repository ships (directories under assets/demo).
 pub(super) const TINY_MODELS: &[&str] = &["target", "drafter-same", "drafter-sp", "drafter-byte"];
 
+/// SmolLM2's small drafter with another tokenizer (a 4k byte-level BPE learned from SmolLM2's
+/// answers, 0.87 M parameters trained on them by `cargo xtask demo-assets`): the drafter of the
+/// token-level hetero rows (union, TLI, RDK, SLEM, auto) on SmolLM2.
+pub(super) const SMOLLM2_DRAFTER: &str = "drafter-smollm2";
+
 /// A drafter with another tokenizer than the target's: its model, vocabulary, tokenizer and the
 /// target ↔ drafter vocabulary map (byte surfaces).
 pub(super) struct HeteroDrafter {
@@ -220,10 +225,24 @@ pub(super) fn load(
             (Some(("drafter-same", model)), hetero("drafter-sp", checkpoint_sp, model_sp)?)
         }
         TargetSource::Gguf(_) => {
-            // The tiny set's drafter-same speaks an 8k byte-level BPE, the closest of the shipped
-            // tokenizers to SmolLM2's 49k byte-level BPE: the most shared tokens.
-            let (checkpoint, model) = take("drafter-same")?;
-            (None, hetero("drafter-same", checkpoint, model)?)
+            let path = dir.join(SMOLLM2_DRAFTER);
+            if path.join("config.json").is_file() {
+                let checkpoint = Checkpoint::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let model = checkpoint
+                    .load_model_with(device, options)
+                    .with_context(|| format!("loading {}", path.display()))?;
+                (None, hetero(SMOLLM2_DRAFTER, checkpoint, model)?)
+            } else {
+                // Assets from before SmolLM2 had its own drafter: the tiny set's drafter-same
+                // (Gutenberg text), whose 8k byte-level BPE shares the most tokens with SmolLM2's.
+                tracing::warn!(
+                    "{} has no {SMOLLM2_DRAFTER}; the hetero rows use drafter-same (rebuild the assets with \
+                     `cargo xtask demo-assets --only {SMOLLM2_DRAFTER}`)",
+                    dir.display()
+                );
+                let (checkpoint, model) = take("drafter-same")?;
+                (None, hetero("drafter-same", checkpoint, model)?)
+            }
         }
     };
     let (checkpoint, model) = take("drafter-byte")?;

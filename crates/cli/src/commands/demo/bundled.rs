@@ -38,6 +38,9 @@ const FILES: &[BundleFile] = bundled![
     "drafter-byte/config.json",
     "drafter-byte/model.safetensors",
     "drafter-byte/tokenizer.json",
+    "drafter-smollm2/config.json",
+    "drafter-smollm2/model.safetensors",
+    "drafter-smollm2/tokenizer.json",
 ];
 
 /// The bundled assets as a directory under `cache_root`, unpacked on first use.
