@@ -1,9 +1,9 @@
 //! The demo's small models and prompts, compiled into the binary.
 //!
 //! An installed `anyspec` (`cargo install --path crates/cli`) has no source tree to read
-//! `assets/demo/` from, so the files the demo reads travel inside the binary (about 26 MB: the
+//! `assets/demo/` from, so the files the demo reads travel inside the binary (about 28 MB: the
 //! tiny target and its three drafters, the Gutenberg corpus, SmolLM2's answers that its
-//! dictionary is built from, SmolLM2's EAGLE drafter, and the prompts) and are unpacked into the cache's `demo-assets/<digest>/` on first use. Embedding
+//! dictionary is built from, SmolLM2's small drafter and EAGLE drafter, and the prompts) and are unpacked into the cache's `demo-assets/<digest>/` on first use. Embedding
 //! is worth it: the demo then works offline from any directory, and the alternative, fetching
 //! them, would need a place to fetch from that no one has to keep up. The paths are relative to
 //! this file and read at compile time only; a rebuilt `assets/demo` (`cargo xtask demo-assets`)
