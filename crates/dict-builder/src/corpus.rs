@@ -106,7 +106,7 @@ pub fn for_each_chunk(
                 if text.trim().is_empty() {
                     return Ok(());
                 }
-                chunk.push_str(&jsonl_text(text, &options.text_field, path, line_number)?);
+                chunk.push_str(&jsonl_fields(text, &[&options.text_field], path, line_number)?.concat());
                 chunk.push('\n');
             } else {
                 chunk.push_str(text);
@@ -188,27 +188,31 @@ pub fn for_each_record<E: From<Error>>(
             if text.trim().is_empty() {
                 return Ok(());
             }
-            let fields = fields.iter().map(|field| jsonl_text(text, field, path, line)).collect::<Result<Vec<_>>>()?;
-            on_record(Record { path, line, fields })
+            on_record(Record { path, line, fields: jsonl_fields(text, fields, path, line)? })
         })?;
     }
     progress.finish();
     Ok(())
 }
 
-fn jsonl_text(line: &str, field: &str, path: &Path, line_number: u64) -> Result<String> {
-    let problem = |problem: String| Error::InvalidJsonl {
+/// The string values of `fields` in one JSONL line, which is parsed once for all of them.
+fn jsonl_fields(line: &str, fields: &[&str], path: &Path, line_number: u64) -> Result<Vec<String>> {
+    let problem = |field: &str, problem: String| Error::InvalidJsonl {
         path: path.to_path_buf(),
         line: line_number,
         field: field.to_string(),
         problem,
     };
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| problem(format!("not JSON ({e})")))?;
-    match value.get(field) {
-        Some(serde_json::Value::String(text)) => Ok(text.clone()),
-        Some(other) => Err(problem(format!("field \"{field}\" is not a string but {other}"))),
-        None => Err(problem(format!("no field \"{field}\""))),
-    }
+    let first = fields.first().copied().unwrap_or_default();
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| problem(first, format!("not JSON ({e})")))?;
+    fields
+        .iter()
+        .map(|&field| match value.get(field) {
+            Some(serde_json::Value::String(text)) => Ok(text.clone()),
+            Some(other) => Err(problem(field, format!("field \"{field}\" is not a string but {other}"))),
+            None => Err(problem(field, format!("no field \"{field}\""))),
+        })
+        .collect()
 }
 
 #[cfg(test)]
