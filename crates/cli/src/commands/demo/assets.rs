@@ -148,13 +148,18 @@ pub(super) fn load(
     progress: &dyn Progress,
 ) -> anyhow::Result<Assets> {
     let device = &device.device()?;
+    // Every model of the demo (the tiny set, a GGUF target, SmolLM2's drafter) is opened and
+    // loaded alike, its errors naming the path.
+    let open_and_load = |path: &Path| -> anyhow::Result<(Checkpoint, Llama)> {
+        let checkpoint = Checkpoint::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let model =
+            checkpoint.load_model_with(device, options).with_context(|| format!("loading {}", path.display()))?;
+        Ok((checkpoint, model))
+    };
     progress.start("loading the models", Some(TINY_MODELS.len() as u64 + 1), ProgressUnit::Items);
     let mut tiny = Vec::new();
     for &name in TINY_MODELS {
-        let path = dir.join(name);
-        let checkpoint = Checkpoint::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let model =
-            checkpoint.load_model_with(device, options).with_context(|| format!("loading {}", path.display()))?;
+        let (checkpoint, model) = open_and_load(&dir.join(name))?;
         tiny.push((name, checkpoint, model));
         progress.advance(1);
     }
@@ -164,9 +169,7 @@ pub(super) fn load(
             ("the tiny demo target (4.95 M parameters, assets/demo/target)".to_string(), checkpoint, model)
         }
         TargetSource::Gguf(path) => {
-            let checkpoint = Checkpoint::open(path).with_context(|| format!("opening {}", path.display()))?;
-            let model =
-                checkpoint.load_model_with(device, options).with_context(|| format!("loading {}", path.display()))?;
+            let (checkpoint, model) = open_and_load(path)?;
             let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
             (name, checkpoint, model)
         }
@@ -227,10 +230,7 @@ pub(super) fn load(
         TargetSource::Gguf(_) => {
             let path = dir.join(SMOLLM2_DRAFTER);
             if path.join("config.json").is_file() {
-                let checkpoint = Checkpoint::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                let model = checkpoint
-                    .load_model_with(device, options)
-                    .with_context(|| format!("loading {}", path.display()))?;
+                let (checkpoint, model) = open_and_load(&path)?;
                 (None, hetero(SMOLLM2_DRAFTER, checkpoint, model)?)
             } else {
                 // Assets from before SmolLM2 had its own drafter: the tiny set's drafter-same
