@@ -9,12 +9,11 @@
 /// place, in the order `transformers`' `LlamaRMSNorm` computes it: `(x · scale) · w`.
 ///
 /// The sum of squares is [`dot`]'s eight lanes: a plain `.sum()` of f32 is one chain of
-/// additions in order (the compiler may not reorder float sums), about 1.4 µs per 576-wide
-/// row on the 2-core Xeon, where the lanes take a quarter of that. A wide pass normalizes
-/// every position twice per layer on the calling thread while the kernel threads wait:
-/// measured on SmolLM2 (2 threads, 64 tokens of context), the two norms of a layer went from
-/// 0.36 to 0.14 ms per 4-position pass over all 30 layers, and from 0.12 to 0.06 ms per
-/// single position. Each row's sum still depends on that row alone, so a position gets the
+/// additions in order (the compiler may not reorder float sums). A wide pass normalizes every
+/// position twice per layer on the calling thread while the kernel threads wait: measured on
+/// SmolLM2 (2 threads, 64 tokens of context, section timers), the two norms of a layer went
+/// from 0.36 to 0.14 ms per 4-position pass over all 30 layers (about 1.5 to 0.6 µs per
+/// 576-wide row), and from 0.12 to 0.06 ms per single position. Each row's sum still depends on that row alone, so a position gets the
 /// same numbers in a pass of any width.
 pub(crate) fn rms_norm_into(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let width = weight.len();
