@@ -106,7 +106,9 @@ pub fn for_each_chunk(
                 if text.trim().is_empty() {
                     return Ok(());
                 }
-                chunk.push_str(&jsonl_fields(text, &[&options.text_field], path, line_number)?.concat());
+                for value in jsonl_fields(text, &[&options.text_field], path, line_number)? {
+                    chunk.push_str(&value);
+                }
                 chunk.push('\n');
             } else {
                 chunk.push_str(text);
@@ -203,7 +205,9 @@ fn jsonl_fields(line: &str, fields: &[&str], path: &Path, line_number: u64) -> R
         field: field.to_string(),
         problem,
     };
-    let first = fields.first().copied().unwrap_or_default();
+    // No field asked for: nothing to read, and the line is not parsed (as before fields were
+    // read together).
+    let Some(&first) = fields.first() else { return Ok(Vec::new()) };
     let value: serde_json::Value = serde_json::from_str(line).map_err(|e| problem(first, format!("not JSON ({e})")))?;
     fields
         .iter()
