@@ -18,6 +18,10 @@
 //! - the process's peak resident memory (Linux `VmHWM`) before and after loading the file as
 //!   `generate` does (first variant, first thread count) and timing it, beside the file's size.
 //!
+//! With `--sections`, each native row also gets a table of where its k = 1, 4 and 8 passes
+//! spend their time (`anyspec_models::sections`: norms, each product, RoPE, attention,
+//! SwiGLU, LM head), after both contexts: what a change to the per-row work is judged by.
+//!
 //! Timings are medians of repeated runs after a warm-up; every ratio is taken within this run.
 
 use std::path::{Path, PathBuf};
@@ -25,6 +29,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use anyspec_models::sections::{self, Section};
 use anyspec_models::{Checkpoint, DeviceChoice, Engine, Kernel, Llama, LoadOptions, WeightFormat};
 use serde::Serialize;
 
@@ -53,6 +58,11 @@ pub(crate) struct Args {
     /// Skip the f32/f16/burn rows (a quicker run).
     #[arg(long)]
     quantized_only: bool,
+    /// Also time each section of the native passes (norms, products, RoPE, attention, SwiGLU,
+    /// LM head) at k = 1, 4 and 8 after both contexts: mean µs per pass over `--reps` passes,
+    /// the widths taking turns.
+    #[arg(long)]
+    sections: bool,
     /// Where the Markdown report goes (the JSON lands beside it).
     #[arg(long, default_value = "reports/cpu-runtime.md")]
     out: PathBuf,
@@ -82,6 +92,23 @@ struct Row {
     #[serde(default)]
     decode_long_tokens_per_s: Option<f64>,
     weight_bytes: Option<usize>,
+    /// With `--sections`: per context and width, where a pass spends its time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sections: Vec<SectionProfile>,
+}
+
+/// Widths whose passes `--sections` times.
+const SECTION_WIDTHS: [usize; 3] = [1, 4, 8];
+
+/// Where the passes of one width after one context spend their time (means over the reps).
+#[derive(Debug, Serialize, serde::Deserialize)]
+struct SectionProfile {
+    context: usize,
+    k: usize,
+    /// The whole pass (`forward_on_host`, logits read back).
+    pass_us: f64,
+    /// µs per pass in each section, in [`Section::ALL`]'s order, by name.
+    sections_us: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -175,6 +202,53 @@ fn long_pass_times(model: &Llama, context: &[u32], tokens: &[u32], reps: usize) 
     pass_times(model, &mut cache, tokens, reps)
 }
 
+/// Section timings ([`anyspec_models::sections`]) of the [`SECTION_WIDTHS`]-position passes of
+/// `tokens` after `context` (prefilled first, not timed): the widths take turns within each
+/// repetition, as in [`pass_times`], and the timers are off again on return, errors included.
+fn section_profile(model: &Llama, context: &[u32], tokens: &[u32], reps: usize) -> anyhow::Result<Vec<SectionProfile>> {
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            sections::set_enabled(false);
+        }
+    }
+    let mut cache = model.new_cache();
+    model.forward_on_host(context, &mut cache, 1, None)?;
+    let len = cache.len();
+    for &k in &SECTION_WIDTHS {
+        model.forward_on_host(&tokens[..k], &mut cache, k, None)?;
+        cache.truncate(len);
+    }
+    let mut pass = [0.0f64; SECTION_WIDTHS.len()];
+    let mut parts = [[0.0f64; Section::ALL.len()]; SECTION_WIDTHS.len()];
+    let _off = Off;
+    sections::set_enabled(true);
+    for _ in 0..reps {
+        for (w, &k) in SECTION_WIDTHS.iter().enumerate() {
+            let _ = sections::take();
+            let start = Instant::now();
+            model.forward_on_host(&tokens[..k], &mut cache, k, None)?;
+            pass[w] += start.elapsed().as_secs_f64() * 1e6;
+            let times = sections::take();
+            for (part, &section) in parts[w].iter_mut().zip(&Section::ALL) {
+                *part += times.get(section).as_secs_f64() * 1e6;
+            }
+            cache.truncate(len);
+        }
+    }
+    let n = reps as f64;
+    Ok(SECTION_WIDTHS
+        .iter()
+        .enumerate()
+        .map(|(w, &k)| SectionProfile {
+            context: len,
+            k,
+            pass_us: pass[w] / n,
+            sections_us: Section::ALL.iter().zip(&parts[w]).map(|(s, &us)| (s.name().to_string(), us / n)).collect(),
+        })
+        .collect())
+}
+
 fn measure(model: &Llama, prompt: &[u32], reps: usize) -> anyhow::Result<(Vec<f64>, f64, f64)> {
     let mut cache = model.new_cache();
     // Prefill: the whole prompt, logits of the last row.
@@ -262,6 +336,7 @@ fn llama_bench(bin: &Path, model: &Path, threads: usize) -> anyhow::Result<Row> 
         prefill_tokens_per_s: rate(CONTEXT, 0).context("llama-bench printed no pp64 row")?,
         decode_long_tokens_per_s: Some(decode_long.context("llama-bench -d printed no tg row")?),
         weight_bytes: None,
+        sections: Vec::new(),
     })
 }
 
@@ -342,6 +417,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             // After the memory reading, which stays that of a short context.
             let decode_long = decode_rate(&model, &long_context)?;
             let pass_long_ms = long_pass_times(&model, &long_context, &prompt[..MAX_K], args.reps)?;
+            let mut profiles = Vec::new();
+            if args.sections && engine == Engine::Native {
+                eprintln!("  timing sections…");
+                profiles.extend(section_profile(&model, &prompt[..CONTEXT], &prompt[CONTEXT..], args.reps)?);
+                profiles.extend(section_profile(&model, &long_context, &prompt[..MAX_K], args.reps)?);
+            }
             let runtime = match engine {
                 Engine::Burn => "anyspec burn engine (flex)".to_string(),
                 _ => format!("anyspec native ({:?} kernel)", model.kernel().expect("a native model has a kernel")),
@@ -356,6 +437,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 prefill_tokens_per_s: prefill,
                 decode_long_tokens_per_s: Some(decode_long),
                 weight_bytes: model.weight_bytes(),
+                sections: profiles,
             });
         }
         if let Some(bin) = &args.llama_bench {
@@ -376,6 +458,37 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         memory,
     };
     write_report(&report, &args.out)
+}
+
+/// The `--sections` tables: one per native row, a column per (context, width).
+fn write_sections(md: &mut String, report: &Report) -> std::fmt::Result {
+    use std::fmt::Write;
+    for row in report.rows.iter().filter(|r| !r.sections.is_empty()) {
+        writeln!(md, "\n## Where a pass spends its time: {}, {}, {} threads\n", row.runtime, row.storage, row.threads)?;
+        writeln!(
+            md,
+            "µs per pass, mean of {} passes per column, the widths taking turns (`--sections`, \
+             `anyspec_models::sections`); \"other\" is the whole pass less the sections (embedding, \
+             reading the logits back).\n",
+            report.reps
+        )?;
+        let columns: Vec<String> = row.sections.iter().map(|p| format!("k={} after {}", p.k, p.context)).collect();
+        writeln!(md, "| section | {} |", columns.join(" | "))?;
+        writeln!(md, "|---|{}", "---|".repeat(columns.len()))?;
+        for (i, section) in Section::ALL.iter().enumerate() {
+            let cells: Vec<String> = row.sections.iter().map(|p| format!("{:.0}", p.sections_us[i].1)).collect();
+            writeln!(md, "| {} | {} |", section.name(), cells.join(" | "))?;
+        }
+        let other: Vec<String> = row
+            .sections
+            .iter()
+            .map(|p| format!("{:.0}", p.pass_us - p.sections_us.iter().map(|(_, us)| us).sum::<f64>()))
+            .collect();
+        writeln!(md, "| other | {} |", other.join(" | "))?;
+        let whole: Vec<String> = row.sections.iter().map(|p| format!("**{:.0}**", p.pass_us)).collect();
+        writeln!(md, "| whole pass | {} |", whole.join(" | "))?;
+    }
+    Ok(())
 }
 
 fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
@@ -442,6 +555,7 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
             row.runtime, row.storage, threads, row.decode_tokens_per_s, long, row.prefill_tokens_per_s, gbs, gflops
         )?;
     }
+    write_sections(&mut md, report)?;
     let peers: Vec<&Row> = report.rows.iter().filter(|r| r.runtime.starts_with("llama.cpp")).collect();
     if !peers.is_empty() {
         writeln!(md, "\n## Ours ÷ llama.cpp (same file, same run)\n")?;

@@ -59,6 +59,7 @@ mod llama;
 mod model;
 mod native;
 mod rope;
+pub mod sections;
 mod session;
 mod source;
 mod target;

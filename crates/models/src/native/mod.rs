@@ -27,6 +27,7 @@ use crate::config::LlamaConfig;
 use crate::error::{Error, Result};
 use crate::llama::PrunedHead;
 use crate::rope::Rope;
+use crate::sections::{Section, Stopwatch};
 use crate::source::{RawMatrix, WeightSource};
 
 /// A linear layer: one kernel matrix (q/k/v and gate/up are stacked along the output rows so a
@@ -354,6 +355,7 @@ impl NativeLlama {
         let q_width = c.num_heads * c.head_dim;
         let kv_width = c.num_kv_heads * c.head_dim;
         let eps = c.rms_norm_eps as f32;
+        let mut laps = Stopwatch::start();
         let (cos, sin) = self.rope.tables_at(positions.iter().copied());
         let mut s = Scratch::default();
         s.normed.resize(m * c.hidden_size, 0.0);
@@ -361,7 +363,9 @@ impl NativeLlama {
         let qkv_width = q_width + 2 * kv_width;
         for (index, layer) in self.layers.iter().enumerate() {
             ops::rms_norm_into(&h, &layer.attention_norm, eps, &mut s.normed);
+            laps.lap(Section::Norms);
             layer.qkv.forward(&s.normed, &mut s.qkv, threads)?;
+            laps.lap(Section::Qkv);
             let mut queries = Vec::with_capacity(m * q_width);
             let mut keys = Vec::with_capacity(m * kv_width);
             let mut values = Vec::with_capacity(m * kv_width);
@@ -375,12 +379,18 @@ impl NativeLlama {
                 ops::rotate_heads(&mut keys[start..], c.head_dim, &cos[rope.clone()], &sin[rope]);
                 values.extend_from_slice(&row[q_width + kv_width..]);
             }
+            laps.lap(Section::Rope);
             attend(index, &queries, &keys, &values, &mut s.attention)?;
+            laps.lap(Section::Attention);
             layer.output.forward(&s.attention, &mut s.projected, threads)?;
+            laps.lap(Section::Output);
             add_into(&mut h, &s.projected);
+            laps.lap(Section::Residual);
 
             ops::rms_norm_into(&h, &layer.mlp_norm, eps, &mut s.normed);
+            laps.lap(Section::Norms);
             layer.gate_up.forward(&s.normed, &mut s.gate_up, threads)?;
+            laps.lap(Section::GateUp);
             let width = c.intermediate_size;
             s.gated.clear();
             for row in s.gate_up.chunks_exact_mut(2 * width) {
@@ -388,22 +398,34 @@ impl NativeLlama {
                 anyspec_cpu_kernels::swiglu(gate, up);
                 s.gated.extend_from_slice(gate);
             }
+            laps.lap(Section::Swiglu);
             layer.down.forward(&s.gated, &mut s.projected, threads)?;
+            laps.lap(Section::Down);
             add_into(&mut h, &s.projected);
+            laps.lap(Section::Residual);
         }
         Ok(h)
     }
 
     /// The final norm of the rows of `h`.
     pub(crate) fn final_norm(&self, h: &[f32]) -> Vec<f32> {
+        let mut laps = Stopwatch::start();
         let mut out = vec![0.0; h.len()];
         ops::rms_norm_into(h, &self.norm, self.config.rms_norm_eps as f32, &mut out);
+        laps.lap(Section::FinalNorm);
         out
     }
 
     /// Logits of final-norm hidden rows, `[rows, vocab]` (or `[rows, head.len()]` over the
     /// vocabulary rows of a pruned head), flat.
     pub(crate) fn logits(&self, normed: &[f32], head: Option<&PrunedHead>, threads: &Threads) -> Result<Vec<f32>> {
+        let mut laps = Stopwatch::start();
+        let out = self.untimed_logits(normed, head, threads)?;
+        laps.lap(Section::Logits);
+        Ok(out)
+    }
+
+    fn untimed_logits(&self, normed: &[f32], head: Option<&PrunedHead>, threads: &Threads) -> Result<Vec<f32>> {
         let rows = normed.len() / self.config.hidden_size;
         let Some(head) = head else {
             let mut out = vec![0.0; rows * self.config.vocab_size];
