@@ -250,6 +250,8 @@ unsafe fn sum_group<const G: usize>(
     let counts: [usize; G] = core::array::from_fn(|g| counts[first + g]);
     let w: [*const f32; G] = core::array::from_fn(|g| weights[(first + g) * row..].as_ptr());
     let most = counts.iter().copied().max().unwrap_or(0);
+    // Positions every query of the group sees (all but a draft's last few rows' extra ones).
+    let shared = counts.iter().copied().min().unwrap_or(0);
     for chunk in (0..width).step_by(CHUNK) {
         let regs = ((width - chunk) / LANES).min(4);
         // SAFETY (the block): value j's columns `chunk .. chunk + 16·regs` lie inside `values`
@@ -257,21 +259,19 @@ unsafe fn sum_group<const G: usize>(
         // contract); the outputs below lie inside `out`.
         unsafe {
             let v = values.as_ptr().add(offset + chunk);
-            let mut acc = [[_mm512_setzero_ps(); 4]; G];
-            for j in 0..most {
-                let vs: [__m512; 4] = core::array::from_fn(|l| {
-                    if l < regs { _mm512_loadu_ps(v.add(j * stride + l * LANES)) } else { _mm512_setzero_ps() }
-                });
-                // The queries of a draft's later rows see a few positions more.
-                for g in 0..G {
-                    if j < counts[g] {
-                        let wj = _mm512_set1_ps(*w[g].add(j));
-                        for l in 0..regs {
-                            acc[g][l] = _mm512_fmadd_ps(wj, vs[l], acc[g][l]);
-                        }
-                    }
+            let zero = [[_mm512_setzero_ps(); 4]; G];
+            let acc = match regs {
+                // A whole chunk: the positions every query sees without a test per position
+                // and query (the tests and the loops over a register count known only at run
+                // time had this kernel at 40% of a 12-query span's time), then the rest.
+                4 => {
+                    let acc = add_weighted::<G, 4, false>(zero, v, stride, w, counts, 0..shared);
+                    add_weighted::<G, 4, true>(acc, v, stride, w, counts, shared..most)
                 }
-            }
+                3 => add_weighted::<G, 3, true>(zero, v, stride, w, counts, 0..most),
+                2 => add_weighted::<G, 2, true>(zero, v, stride, w, counts, 0..most),
+                _ => add_weighted::<G, 1, true>(zero, v, stride, w, counts, 0..most),
+            };
             for g in 0..G {
                 let o = out.as_mut_ptr().add((first + g) * width + chunk);
                 for l in 0..regs {
@@ -280,6 +280,41 @@ unsafe fn sum_group<const G: usize>(
             }
         }
     }
+}
+
+/// `acc[g][l] += w_g[j] · v_j[16l..16l + 16]` for `l < R` and every position `j` of
+/// `positions` in order, one fused multiply-add per lane, value `j` at `v + j·stride`; with
+/// `CHECKED`, only for the queries `g` with `j < counts[g]` (without, every query sees every
+/// position of the range). Registers `R..4` are left alone.
+///
+/// # Safety
+/// AVX-512 F available; `v + j·stride + 16·R` readable for every `j` of the range, and
+/// `w[g] + j` for every query that the range's positions are added to.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn add_weighted<const G: usize, const R: usize, const CHECKED: bool>(
+    mut acc: [[__m512; 4]; G],
+    v: *const f32,
+    stride: usize,
+    w: [*const f32; G],
+    counts: [usize; G],
+    positions: std::ops::Range<usize>,
+) -> [[__m512; 4]; G] {
+    for j in positions {
+        // SAFETY: inside `values` and the weights (the contract).
+        unsafe {
+            let vs: [__m512; R] = core::array::from_fn(|l| _mm512_loadu_ps(v.add(j * stride + l * LANES)));
+            for g in 0..G {
+                if !CHECKED || j < counts[g] {
+                    let wj = _mm512_set1_ps(*w[g].add(j));
+                    for l in 0..R {
+                        acc[g][l] = _mm512_fmadd_ps(wj, vs[l], acc[g][l]);
+                    }
+                }
+            }
+        }
+    }
+    acc
 }
 
 #[cfg(test)]
