@@ -412,7 +412,11 @@ pub fn attend_span_with(
             sums.resize(n * width, 0.0);
             for (i, &c) in span_counts.iter().enumerate() {
                 let row_scores = &mut scores[i * row..i * row + c];
-                let (max, total) = avx2::softmax_numerators(row_scores);
+                let (max, total) = if wide {
+                    avx512_attention::softmax_numerators(row_scores)
+                } else {
+                    avx2::softmax_numerators(row_scores)
+                };
                 partials[i * part + width] = max;
                 partials[i * part + width + 1] = total;
             }

@@ -687,6 +687,16 @@ unsafe fn sum_lanes<const PAIR: bool, const L: usize>(
     (acc_a, acc_b)
 }
 
+/// [`exp8`]'s clamp of its argument (see there).
+pub(crate) const EXP_LOW: f32 = -87.336_54;
+/// [`exp8`]'s clamp of its argument (see there).
+pub(crate) const EXP_HIGH: f32 = 88.0;
+/// `ln 2` in two parts, high (exact in `n · ln2_hi`) and low, for [`exp8`]'s reduction.
+pub(crate) const EXP_LN2: [f32; 2] = [0.693_359_4, -2.121_944_4e-4];
+/// [`exp8`]'s polynomial coefficients, highest degree first (Horner order).
+pub(crate) const EXP_POLY: [f32; 6] =
+    [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5];
+
 /// `exp(x)` in eight lanes: Cephes' `expf` in vector form, as ggml's `ggml_v_expf` and every
 /// SIMD softmax do. `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, a degree-7 polynomial for `exp(r)`,
 /// and `2ⁿ` built in the exponent bits. Relative error under 2·10⁻⁷ (tested against f64).
@@ -700,17 +710,17 @@ unsafe fn sum_lanes<const PAIR: bool, const L: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 fn exp8(x: __m256) -> __m256 {
     // min/max(bound, x) return x when x is NaN (the second operand wins), so NaN propagates.
-    let x = _mm256_max_ps(_mm256_set1_ps(-87.336_54), _mm256_min_ps(_mm256_set1_ps(88.0), x));
+    let x = _mm256_max_ps(_mm256_set1_ps(EXP_LOW), _mm256_min_ps(_mm256_set1_ps(EXP_HIGH), x));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
         _mm256_set1_ps(core::f32::consts::LOG2_E),
     ));
     // r = x − n·ln 2, with ln 2 split in two so that n·ln2_hi is exact.
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-    let mut p = _mm256_set1_ps(1.987_569_1e-4);
-    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2[0]), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2[1]), r);
+    let mut p = _mm256_set1_ps(EXP_POLY[0]);
+    for c in &EXP_POLY[1..] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
     }
     let p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
     let p = _mm256_add_ps(p, _mm256_set1_ps(1.0));
@@ -757,8 +767,33 @@ unsafe fn max_of(scores: &[f32]) -> f32 {
 unsafe fn softmax_impl(scores: &mut [f32]) -> (f32, f32) {
     // SAFETY: AVX2 is available (this function's contract).
     let max = unsafe { max_of(scores) };
+    // SAFETY: as above.
+    let total = unsafe { numerators_from(scores, max, _mm256_setzero_ps()) };
+    (max, total)
+}
+
+/// The largest of `scores` as [`softmax_numerators`] takes it (for the AVX-512 softmax, which
+/// must find the same maximum).
+///
+/// # Safety
+/// AVX2 available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn largest(scores: &[f32]) -> f32 {
+    // SAFETY: the contract.
+    unsafe { max_of(scores) }
+}
+
+/// `exp(s − max)` in place over `scores`, eight at a time, each group of eight added to the
+/// running lane sums `acc` in order, then a padded tail of under eight; returns the lanes
+/// added in order, then the tail's numerators in order: [`softmax_numerators`]' sum when
+/// `acc` starts at zero, and its continuation when `acc` holds the sums of earlier groups of
+/// eight (the AVX-512 softmax computes those sixteen at a time and hands the rest here).
+///
+/// # Safety
+/// AVX2/FMA/F16C available.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn numerators_from(scores: &mut [f32], max: f32, mut acc: __m256) -> f32 {
     let m = _mm256_set1_ps(max);
-    let mut acc = _mm256_setzero_ps();
     let mut chunks = scores.chunks_exact_mut(8);
     for chunk in &mut chunks {
         // SAFETY: `chunk` holds eight floats.
@@ -780,7 +815,7 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> (f32, f32) {
     let mut sums = [0.0f32; 8];
     // SAFETY: `sums` holds eight floats.
     unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), acc) };
-    (max, sums.iter().sum::<f32>() + tail.iter().sum::<f32>())
+    sums.iter().sum::<f32>() + tail.iter().sum::<f32>()
 }
 
 /// `silu(g)·u = g / (1 + exp(−g)) · u` in place over `gate`, eight at a time (the tail padded
