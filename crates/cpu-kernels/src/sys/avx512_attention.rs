@@ -82,23 +82,30 @@ pub(crate) fn attention_scores_tiled(
     assert!(queries.len() >= n * width && most <= row && scores.len() >= n * row, "scores or queries too short");
     let last_tile = most.div_ceil(LANES);
     assert!(most == 0 || base + (last_tile - 1) * tile_stride + width * LANES <= tiles.len(), "key tiles out of range");
-    let mut first = 0;
-    while first < n {
-        let group = (n - first).min(2);
-        // SAFETY: AVX-512 F available; the queries, their score rows and every tile below the
-        // largest count are in bounds (asserted above).
-        unsafe {
-            if group == 2 {
-                scores_group::<2>(queries, width, counts, tiles, base, tile_stride, scale, scores, row, first);
-            } else {
-                scores_group::<1>(queries, width, counts, tiles, base, tile_stride, scale, scores, row, first);
+    // Tiles outside, queries inside: a pair of tiles (8 KB at 64-wide heads) is read from the
+    // L2 cache once and then from L1 by every pair of queries. With the queries outside, each
+    // pair of queries streamed the whole span's tiles from L2 again: 0.67-0.84 of the time
+    // with the tiles outside (12 and 24 queries over 768 positions, one thread, in-process).
+    for t0 in (0..last_tile).step_by(TILES) {
+        let mut first = 0;
+        while first < n {
+            let group = (n - first).min(2);
+            // SAFETY: AVX-512 F available; the queries, their score rows and every tile below
+            // the largest count are in bounds (asserted above).
+            unsafe {
+                if group == 2 {
+                    scores_group::<2>(queries, width, counts, tiles, base, tile_stride, scale, scores, row, first, t0);
+                } else {
+                    scores_group::<1>(queries, width, counts, tiles, base, tile_stride, scale, scores, row, first, t0);
+                }
             }
+            first += group;
         }
-        first += group;
     }
 }
 
-/// Queries `first..first + G` of [`attention_scores_tiled`], [`TILES`] tiles at a time.
+/// Queries `first..first + G` of [`attention_scores_tiled`] over tiles `t0..t0 + TILES` (those
+/// that one of them sees).
 ///
 /// # Safety
 /// The checks of [`attention_scores_tiled`], and `first + G ≤ counts.len()`.
@@ -115,12 +122,13 @@ unsafe fn scores_group<const G: usize>(
     scores: &mut [f32],
     row: usize,
     first: usize,
+    t0: usize,
 ) {
     let counts: [usize; G] = core::array::from_fn(|g| counts[first + g]);
     let q: [*const f32; G] = core::array::from_fn(|g| queries[(first + g) * width..].as_ptr());
     let needed = counts.iter().copied().max().unwrap_or(0).div_ceil(LANES);
     let scale = _mm512_set1_ps(scale);
-    for t0 in (0..needed).step_by(TILES) {
+    if t0 < needed {
         let in_flight = (needed - t0).min(TILES);
         // SAFETY (the block): tiles t0..t0 + in_flight lie inside `tiles` and the query
         // elements inside `queries` (the contract).
