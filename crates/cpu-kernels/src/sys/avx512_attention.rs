@@ -42,6 +42,8 @@
 
 use core::arch::x86_64::*;
 
+use super::avx512_activation::exp16;
+
 /// Lanes of a register.
 const LANES: usize = 16;
 /// Columns of one pass: four registers per query, so that four queries (16 accumulators) and
@@ -361,29 +363,6 @@ unsafe fn softmax_impl(scores: &mut [f32]) -> (f32, f32) {
     // SAFETY: AVX2/FMA/F16C available (the contract).
     let total = unsafe { super::avx2::numerators_from(sixteens.into_remainder(), max, acc) };
     (max, total)
-}
-
-/// `exp(x)` in sixteen lanes: `exp8`'s operations and constants, lane for lane (the same
-/// clamp, rounding, reduction and polynomial), so the same bits.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn exp16(x: __m512) -> __m512 {
-    use super::avx2::{EXP_HIGH, EXP_LN2, EXP_LOW, EXP_POLY};
-    let x = _mm512_max_ps(_mm512_set1_ps(EXP_LOW), _mm512_min_ps(_mm512_set1_ps(EXP_HIGH), x));
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
-        x,
-        _mm512_set1_ps(core::f32::consts::LOG2_E),
-    ));
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2[0]), x);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2[1]), r);
-    let mut p = _mm512_set1_ps(EXP_POLY[0]);
-    for c in &EXP_POLY[1..] {
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(*c));
-    }
-    let p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    let p = _mm512_add_ps(p, _mm512_set1_ps(1.0));
-    let two_n = _mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)));
-    _mm512_mul_ps(p, _mm512_castsi512_ps(two_n))
 }
 
 #[cfg(test)]

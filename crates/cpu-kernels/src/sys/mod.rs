@@ -12,6 +12,8 @@ pub(crate) mod avx2_q8;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2_q8_groups;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512_activation;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_attention;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_f32;
