@@ -43,7 +43,8 @@ pub enum Section {
     Norms,
     /// The query/key/value product (activation quantization included, as for every product).
     Qkv,
-    /// Splitting the product into queries, keys and values, and rotating them (RoPE).
+    /// Splitting the product into queries, keys and values, and rotating them (RoPE; the
+    /// pass's rotation tables and scratch buffers included).
     Rope,
     /// Appending the keys and values to the cache and attending over it.
     Attention,

@@ -1,5 +1,5 @@
-//! The AVX-512 attention kernels: scores from transposed key tiles, and the weighted sum of
-//! values ([`super::avx2::attention_sum_multi`]'s computation with 16 lanes per instruction and
+//! The AVX-512 attention kernels: scores from transposed key tiles, the softmax's numerators,
+//! and the weighted sum of values ([`super::avx2::attention_sum_multi`]'s computation with 16 lanes per instruction and
 //! up to four queries sharing each value load).
 //!
 //! # Scores
@@ -25,6 +25,12 @@
 //! 8-lane ones, and a value vector loaded once serves the three query heads that share a
 //! key-value head (and the rows of a draft) instead of a pair of them. `perf` on
 //! `cargo xtask bench-cpu` had the AVX2 sum at 12% of the run, half again the scores' share.
+//!
+//! # Softmax
+//!
+//! [`softmax_numerators`] computes the exponentials sixteen lanes at a time with `exp16`
+//! (`super::avx512_activation`), the AVX2 `exp8`'s operations lane for lane, and adds each
+//! sixteen to the AVX2 code's eight running lane sums as two halves, in its order.
 //!
 //! # The same bits as the AVX2 kernel
 //!

@@ -361,6 +361,7 @@ impl NativeLlama {
         s.normed.resize(m * c.hidden_size, 0.0);
         s.attention.resize(m * q_width, 0.0);
         let qkv_width = q_width + 2 * kv_width;
+        laps.lap(Section::Rope);
         for (index, layer) in self.layers.iter().enumerate() {
             ops::rms_norm_into(&h, &layer.attention_norm, eps, &mut s.normed);
             laps.lap(Section::Norms);
