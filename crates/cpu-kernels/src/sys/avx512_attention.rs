@@ -343,7 +343,7 @@ unsafe fn add_weighted<const G: usize, const R: usize, const CHECKED: bool>(
 /// # Panics
 /// When the CPU lacks AVX-512 F or AVX2/FMA/F16C.
 pub(crate) fn softmax_numerators(scores: &mut [f32]) -> (f32, f32) {
-    assert!(supported() && super::avx2::supported(), "avx512 softmax_numerators: unchecked call");
+    assert!(super::avx512_activation::supported(), "avx512 softmax_numerators: unchecked call");
     // SAFETY: AVX-512 F and AVX2/FMA/F16C checked just above.
     unsafe { softmax_impl(scores) }
 }
