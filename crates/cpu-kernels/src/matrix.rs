@@ -19,6 +19,20 @@ pub(crate) const MAX_M: usize = 8;
 /// workers would cost more than it saves.
 const PARALLEL_MIN_MACS: usize = 32 * 1024;
 
+thread_local! {
+    /// The products of one chunk of [`Matrix::matmul_paired`] before they are combined, kept
+    /// between calls on each thread (a decoding step makes one call per layer).
+    static PAIRED_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The greatest common divisor of `a` and `b`.
+const fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// How the weights are held.
 enum Data {
     /// Row-major f32 (from f32, f16 and bf16 sources).
@@ -463,6 +477,28 @@ impl Matrix {
         Ok(())
     }
 
+    /// [`matmul`](Self::matmul) with each activation row's outputs in a slice of its own:
+    /// `ys[i][n] = Σ_k x[i*cols + k] · W[n, k]` for the `ys.len()` rows of `x`, the same bits.
+    ///
+    /// Why: a caller that hands each row's logits on as a vector of its own (a verification
+    /// pass's rows) would otherwise copy every row out of one `[m, rows]` buffer: 196 KB a row
+    /// for a 49,152-token vocabulary.
+    ///
+    /// # Errors
+    /// When `x` is not `ys.len()` rows of `cols`, or an output is shorter than `rows`.
+    pub fn matmul_into_rows(&self, x: &[f32], ys: &mut [&mut [f32]], threads: &Threads) -> Result<()> {
+        let m = self.activation_rows(x)?;
+        if m != ys.len() {
+            return Err(Error::Length { what: "output rows", expected: m, got: ys.len() });
+        }
+        for y in ys.iter() {
+            self.check_y(y, self.rows)?;
+        }
+        let outs: Vec<&mut [f32]> = ys.iter_mut().map(|y| &mut y[..self.rows]).collect();
+        self.run_rows(x, m, self.rows, None, outs, threads);
+        Ok(())
+    }
+
     /// Only the output rows `select` (a pruned LM head, a shortlist):
     /// `y[m*select.len() + j] = Σ_k x[m*cols + k] · W[select[j], k]`. One pass, gathered in
     /// place, no copy of the gathered matrix.
@@ -552,6 +588,84 @@ impl Matrix {
         Ok(())
     }
 
+    /// The products of a matrix whose rows come in pairs of runs of `run` rows, combined run by
+    /// run: stored rows `2r·run..(2r + 1)·run` are run `r` of a first matrix `A`, the next
+    /// `run` rows run `r` of a second `B`. For every activation row `i` and run `r`,
+    /// `combine(a, b)` gets the outputs of the two runs (`a` mutable) and leaves its results
+    /// in `a`, which lands in `y[i·rows/2 + r·run..][..run]`. Every `a` and `b` is what
+    /// [`matmul`](Self::matmul) gives for those rows, bit for bit.
+    ///
+    /// # Why
+    ///
+    /// A gated MLP uses its gate and up products only through `SwiGLU(gate, up)`. Stored as
+    /// pairs of runs, each thread's share of the rows holds both halves of its outputs, so the
+    /// thread applies the activation to its own products while they are in its cache. Without
+    /// it, one thread made a second pass over `[m, 2·width]` outputs, half of them written by
+    /// the other core.
+    ///
+    /// # Errors
+    /// A `run` of 0 or rows not a whole number of pairs of runs; activations not whole rows
+    /// of `cols`; `y` shorter than `m · rows / 2`.
+    pub fn matmul_paired(
+        &self,
+        x: &[f32],
+        y: &mut [f32],
+        run: usize,
+        threads: &Threads,
+        combine: &(dyn Fn(&mut [f32], &[f32]) + Sync),
+    ) -> Result<()> {
+        let m = self.activation_rows(x)?;
+        let pair = 2 * run;
+        if run == 0 || !self.rows.is_multiple_of(pair) {
+            return Err(Error::NotMultiple {
+                what: "rows of a paired matrix",
+                value: self.rows,
+                multiple: pair.max(1),
+            });
+        }
+        let (n, half) = (self.rows, self.rows / 2);
+        self.check_y(y, m * half)?;
+        if m == 0 {
+            return Ok(());
+        }
+        let y = &mut y[..m * half];
+        let prepared = self.kernel.prepare(self.stored_format(), x, m, self.cols);
+        let parallel = threads.count() > 1 && n.saturating_mul(self.cols).saturating_mul(m) >= PARALLEL_MIN_MACS;
+        // Chunks of whole pairs of runs, starting on multiples of 16 rows (a pair of groups of
+        // the interleaved layout), about two per thread as in `run`.
+        let unit = pair * 16 / gcd(pair, 16);
+        let chunk = if parallel { n.div_ceil(threads.count() * 2).next_multiple_of(unit) } else { n };
+        let chunks = n.div_ceil(chunk);
+        let mut parts: Vec<Vec<&mut [f32]>> = (0..chunks).map(|_| Vec::with_capacity(m)).collect();
+        for row in y.chunks_exact_mut(half) {
+            for (c, part) in row.chunks_mut(chunk / 2).enumerate() {
+                parts[c].push(part);
+            }
+        }
+        let job = |c: usize, part: &mut [Vec<&mut [f32]>]| {
+            let range = c * chunk..((c + 1) * chunk).min(n);
+            let len = range.len();
+            PAIRED_SCRATCH.with_borrow_mut(|scratch| {
+                scratch.resize(m * len, 0.0);
+                let mut outs: Vec<&mut [f32]> = scratch.chunks_exact_mut(len).collect();
+                self.compute(&prepared, x, m, range, None, &mut outs);
+                for (products, results) in outs.iter_mut().zip(part[0].iter_mut()) {
+                    for (both, result) in products.chunks_exact_mut(pair).zip(results.chunks_exact_mut(run)) {
+                        let (a, b) = both.split_at_mut(run);
+                        combine(a, b);
+                        result.copy_from_slice(a);
+                    }
+                }
+            });
+        };
+        if parallel {
+            threads.for_each_chunk_mut(&mut parts, 1, &job);
+        } else {
+            parts.chunks_mut(1).enumerate().for_each(|(c, part)| job(c, part));
+        }
+        Ok(())
+    }
+
     /// A new matrix whose row `i` is this matrix's row `order[i]`, or a row of zeros for
     /// `None`, in the same format, with the same kernel, and interleaved (or in panels) when
     /// this one is. Exact: the rows' bytes are copied as stored. [`crate::RowBlocks`] orders an
@@ -620,11 +734,26 @@ impl Matrix {
         if m == 0 || n == 0 {
             return;
         }
+        self.run_rows(x, m, n, select, y.chunks_exact_mut(n).collect(), threads);
+    }
+
+    /// [`run`](Self::run) into one slice of `n` outputs per activation row.
+    fn run_rows(
+        &self,
+        x: &[f32],
+        m: usize,
+        n: usize,
+        select: Option<&[u32]>,
+        mut rows: Vec<&mut [f32]>,
+        threads: &Threads,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
         let prepared = self.kernel.prepare(self.stored_format(), x, m, self.cols);
         let macs = n.saturating_mul(self.cols).saturating_mul(m);
         if threads.count() == 1 || macs < PARALLEL_MIN_MACS {
-            let mut outs: Vec<&mut [f32]> = y.chunks_exact_mut(n).collect();
-            self.compute(&prepared, x, m, 0..n, select, &mut outs);
+            self.compute(&prepared, x, m, 0..n, select, &mut rows);
             return;
         }
         // About two chunks per thread, so that a thread slowed by another process does not
@@ -635,7 +764,7 @@ impl Matrix {
         let chunk = n.div_ceil(threads.count() * 2).max(16).next_multiple_of(16);
         let chunks = n.div_ceil(chunk);
         let mut parts: Vec<Vec<&mut [f32]>> = (0..chunks).map(|_| Vec::with_capacity(m)).collect();
-        for row in y.chunks_exact_mut(n) {
+        for row in rows {
             for (c, part) in row.chunks_mut(chunk).enumerate() {
                 parts[c].push(part);
             }

@@ -392,7 +392,8 @@ impl Llama {
     }
 
     /// [`Llama::forward`] (or [`Llama::forward_pruned`] with a head) with the logits read back
-    /// to the host, one vector per row. On the native engine nothing is copied.
+    /// to the host, one vector per row. On the native engine the full head's product writes
+    /// each row's vector in place (a pruned head's rows are copied out of one buffer).
     pub fn forward_on_host(
         &self,
         tokens: &[u32],
@@ -409,7 +410,8 @@ impl Llama {
                 Ok(anyspec_kernels::readback::read_rows(logits)?)
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
-                Ok(split_rows(native_forward(model, threads, tokens, c, logits_rows, head)?, logits_rows))
+                let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
+                model.logit_rows(&normed, head, threads)
             }
             _ => Err(engine_mismatch("KV cache")),
         }
@@ -442,8 +444,8 @@ impl Llama {
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
                 let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
-                let logits = model.logits(&normed, head, threads)?;
-                Ok(HiddenRows { hidden: split_rows(normed, logits_rows), logits: split_rows(logits, logits_rows) })
+                let logits = model.logit_rows(&normed, head, threads)?;
+                Ok(HiddenRows { hidden: split_rows(normed, logits_rows), logits })
             }
             _ => Err(engine_mismatch("KV cache")),
         }

@@ -54,9 +54,11 @@ pub enum Section {
     Output,
     /// The residual additions.
     Residual,
-    /// The MLP's gate and up products (one matrix).
+    /// The MLP's gate and up products (one matrix), and SwiGLU where that matrix stores gate
+    /// and up rows in pairs of runs (the activation then runs inside the product's threads).
     GateUp,
-    /// SwiGLU, `silu(gate) · up`, and gathering its rows for the down product.
+    /// SwiGLU, `silu(gate) · up`, and gathering its rows for the down product, where the gate
+    /// and up rows are stacked (zero where they are paired: see [`Section::GateUp`]).
     Swiglu,
     /// The MLP's down product.
     Down,

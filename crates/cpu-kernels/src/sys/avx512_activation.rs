@@ -66,7 +66,11 @@ unsafe fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
             _mm512_storeu_ps(g.as_mut_ptr(), y);
         }
     }
-    super::avx2::swiglu(gates.into_remainder(), ups.remainder());
+    let rest = gates.into_remainder();
+    // A paired gate/up product applies SwiGLU to runs of 64: nothing left over, no call.
+    if !rest.is_empty() {
+        super::avx2::swiglu(rest, ups.remainder());
+    }
 }
 
 #[cfg(test)]

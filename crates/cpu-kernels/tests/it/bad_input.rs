@@ -91,3 +91,19 @@ fn row_blocks_refuse_rows_blocks_and_ranges_out_of_range() {
     let e = m.matmul_ranges(&[1.0; 8], &[0..1, 0..5], &mut [0.0; 6], &t).unwrap_err().to_string();
     assert!(e.contains("range end") && e.contains('5'), "{e}");
 }
+
+#[test]
+fn paired_products_refuse_runs_that_do_not_tile_the_rows_and_short_outputs() {
+    let t = Threads::new(1).unwrap();
+    let m = Matrix::from_f32(12, 8, &[1.0; 96]).unwrap();
+    let keep = |_: &mut [f32], _: &[f32]| {};
+    for run in [0, 4, 5] {
+        let e = m.matmul_paired(&[1.0; 8], &mut [0.0; 6], run, &t, &keep).unwrap_err().to_string();
+        assert!(e.contains("rows of a paired matrix") && e.contains("12"), "run {run}: {e}");
+    }
+    let e = m.matmul_paired(&[1.0; 16], &mut [0.0; 11], 3, &t, &keep).unwrap_err().to_string();
+    assert!(e.contains('y') && e.contains("12") && e.contains("11"), "{e}");
+    let e = m.matmul_paired(&[1.0; 7], &mut [0.0; 6], 3, &t, &keep).unwrap_err().to_string();
+    assert!(e.contains("x length"), "{e}");
+    m.matmul_paired(&[1.0; 16], &mut [0.0; 12], 3, &t, &keep).unwrap();
+}

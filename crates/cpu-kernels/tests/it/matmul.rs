@@ -433,3 +433,90 @@ fn row_blocks_and_row_ranges_give_the_source_products_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn paired_products_are_the_products_combined_run_by_run() {
+    // matmul_paired gives, bit for bit, matmul's outputs of each pair of runs put through
+    // `combine`: for every layout, kernel, run length, number of activation rows (past the
+    // kernels' eight) and thread count, with chunks that split the rows unevenly.
+    let mut rng = StdRng::seed_from_u64(23);
+    let single = Threads::new(1).unwrap();
+    let three = Threads::new(3).unwrap();
+    // Not SwiGLU on purpose: a combine that uses both halves and their positions, so a run
+    // combined with the wrong partner, or landing in the wrong place, shows.
+    let combine = |a: &mut [f32], b: &[f32]| {
+        for (t, (p, q)) in a.iter_mut().zip(b).enumerate() {
+            *p = *p * 3.0 - *q + t as f32;
+        }
+    };
+    for format in [WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Q4_1] {
+        for (run, pairs) in [(16, 7), (64, 5), (8, 3)] {
+            let (rows, cols) = (2 * run * pairs, 64);
+            let bytes = random_weights(format, rows, cols, &mut rng);
+            let x: Vec<f32> = (0..10 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+                for kernel in kernels() {
+                    matrix.set_kernel(kernel).unwrap();
+                    for (m, threads) in [(1, &single), (1, &three), (4, &three), (10, &three), (3, &single)] {
+                        let mut plain = vec![0.0; m * rows];
+                        matrix.matmul(&x[..m * cols], &mut plain, threads).unwrap();
+                        let mut want = vec![0.0; m * rows / 2];
+                        for (products, out) in plain.chunks_exact_mut(rows).zip(want.chunks_exact_mut(rows / 2)) {
+                            for (both, o) in products.chunks_exact_mut(2 * run).zip(out.chunks_exact_mut(run)) {
+                                let (a, b) = both.split_at_mut(run);
+                                combine(a, b);
+                                o.copy_from_slice(a);
+                            }
+                        }
+                        let mut got = vec![f32::NAN; m * rows / 2 + 3];
+                        matrix.matmul_paired(&x[..m * cols], &mut got, run, threads, &combine).unwrap();
+                        let what = format!("{format} {kernel:?} {layout} run={run} m={m} t={}", threads.count());
+                        assert!(
+                            got[..m * rows / 2].iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()),
+                            "{what}"
+                        );
+                        assert!(got[m * rows / 2..].iter().all(|v| v.is_nan()), "{what}: wrote past m·rows/2");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn products_into_row_slices_are_the_products() {
+    // matmul_into_rows writes each activation row's outputs into its own slice, bit for bit
+    // what matmul writes into one buffer, and refuses a row count or slice that does not fit.
+    let mut rng = StdRng::seed_from_u64(29);
+    let three = Threads::new(3).unwrap();
+    for format in [WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Q4_1] {
+        let (rows, cols) = (301, 64);
+        let bytes = random_weights(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..9 * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        for (layout, mut matrix) in layouts(format, rows, cols, &bytes) {
+            for kernel in kernels() {
+                matrix.set_kernel(kernel).unwrap();
+                for m in [1, 4, 9] {
+                    let mut flat = vec![0.0; m * rows];
+                    matrix.matmul(&x[..m * cols], &mut flat, &three).unwrap();
+                    let mut own: Vec<Vec<f32>> = (0..m).map(|i| vec![f32::NAN; rows + i]).collect();
+                    let mut slices: Vec<&mut [f32]> = own.iter_mut().map(Vec::as_mut_slice).collect();
+                    matrix.matmul_into_rows(&x[..m * cols], &mut slices, &three).unwrap();
+                    for (i, row) in own.iter().enumerate() {
+                        let want = &flat[i * rows..(i + 1) * rows];
+                        let what = format!("{format} {kernel:?} {layout} m={m} row {i}");
+                        assert!(row[..rows].iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}");
+                        assert!(row[rows..].iter().all(|v| v.is_nan()), "{what}: wrote past the row");
+                    }
+                }
+            }
+        }
+        let matrix = Matrix::from_bytes(format, rows, cols, &bytes).unwrap();
+        let mut short = [vec![0.0; rows], vec![0.0; rows - 1]];
+        let mut slices: Vec<&mut [f32]> = short.iter_mut().map(Vec::as_mut_slice).collect();
+        let e = matrix.matmul_into_rows(&x[..2 * cols], &mut slices, &three).unwrap_err().to_string();
+        assert!(e.contains('y') && e.contains("301") && e.contains("300"), "{e}");
+        let e = matrix.matmul_into_rows(&x[..3 * cols], &mut slices, &three).unwrap_err().to_string();
+        assert!(e.contains("output rows") && e.contains('3') && e.contains('2'), "{e}");
+    }
+}

@@ -38,11 +38,20 @@ struct Projection {
     parts: Vec<Matrix>,
     bias: Option<Vec<f32>>,
     outputs: usize,
+    /// `Some(run)` for a gate/up projection stored as pairs of runs of `run` gate rows and
+    /// `run` up rows ([`Projection::gate_up`]): read only by [`Projection::forward_swiglu`].
+    paired: Option<usize>,
 }
+
+/// Rows per run of a paired gate/up projection: four of the AVX-512 kernel's 16-row pairs of
+/// groups, and a whole number of its 16-lane SwiGLU steps (so the activation gives the same
+/// bits on a run as on a whole row).
+const GATE_UP_RUN: usize = 64;
 
 impl Projection {
     /// `y[m, ·] = x[m, ·] · Wᵀ + b` for the `m = x.len() / cols` rows of `x`.
     fn forward(&self, x: &[f32], y: &mut Vec<f32>, threads: &Threads) -> Result<()> {
+        debug_assert!(self.paired.is_none(), "a paired gate/up projection is read by forward_swiglu");
         let m = x.len() / self.parts[0].cols();
         y.clear();
         y.resize(m * self.outputs, 0.0);
@@ -87,7 +96,64 @@ impl Projection {
         } else {
             parts.iter().map(RawMatrix::to_matrix).collect::<Result<Vec<_>>>()?
         };
-        Ok(Projection { parts: matrices, bias, outputs })
+        Ok(Projection { parts: matrices, bias, outputs, paired: None })
+    }
+
+    /// A gated MLP's gate and up matrices (`[width, hidden]` each, no bias): one kernel matrix
+    /// of pairs of runs (gate rows `r·run..`, then the same up rows) when both are stored
+    /// alike and `run` divides `width`, so that [`Projection::forward_swiglu`] applies the
+    /// activation inside the product's threads ([`Matrix::matmul_paired`]); else the two
+    /// stacked as usual.
+    fn gate_up(gate: RawMatrix, up: RawMatrix, bias: Option<Vec<f32>>, run: usize) -> Result<Self> {
+        let width = gate.rows;
+        let alike = gate.format == up.format && gate.cols == up.cols && up.rows == width;
+        if bias.is_some() || !alike || run == 0 || !width.is_multiple_of(run) {
+            return Self::stacked(vec![gate, up], bias);
+        }
+        let mut bytes = Vec::with_capacity(gate.bytes.len() + up.bytes.len());
+        bytes.extend_from_slice(&gate.bytes);
+        bytes.extend_from_slice(&up.bytes);
+        let (gate_rows, up_rows): (Vec<usize>, Vec<usize>) = (gate.order().collect(), up.order().collect());
+        let order: Vec<usize> = (0..width / run)
+            .flat_map(|r| {
+                let rows = r * run..(r + 1) * run;
+                gate_rows[rows.clone()].iter().copied().chain(up_rows[rows].iter().map(|&u| width + u))
+            })
+            .collect();
+        let matrix = Matrix::from_bytes_permuted(gate.format, 2 * width, gate.cols, &bytes, &order)?;
+        Ok(Projection { parts: vec![matrix], bias: None, outputs: 2 * width, paired: Some(run) })
+    }
+
+    /// `SwiGLU(gate, up)` of the rows of `x` into `gated`, `[m, width]`, for a gate/up
+    /// projection; `products` is scratch for one that is not paired (its stacked
+    /// `[m, 2·width]` products). Laps the gate/up product and SwiGLU sections; a paired
+    /// projection applies the activation inside the product's threads, so its SwiGLU section
+    /// stays at zero.
+    fn forward_swiglu(
+        &self,
+        x: &[f32],
+        gated: &mut Vec<f32>,
+        products: &mut Vec<f32>,
+        threads: &Threads,
+        laps: &mut Stopwatch,
+    ) -> Result<()> {
+        let width = self.outputs / 2;
+        gated.clear();
+        if let (Some(run), [matrix]) = (self.paired, self.parts.as_slice()) {
+            gated.resize(x.len() / matrix.cols() * width, 0.0);
+            matrix.matmul_paired(x, gated, run, threads, &anyspec_cpu_kernels::swiglu)?;
+            laps.lap(Section::GateUp);
+            return Ok(());
+        }
+        self.forward(x, products, threads)?;
+        laps.lap(Section::GateUp);
+        for row in products.chunks_exact_mut(2 * width) {
+            let (gate, up) = row.split_at_mut(width);
+            anyspec_cpu_kernels::swiglu(gate, up);
+            gated.extend_from_slice(gate);
+        }
+        laps.lap(Section::Swiglu);
+        Ok(())
     }
 }
 
@@ -154,13 +220,13 @@ impl Layer {
             qkv_bias,
         )?;
         let output = projection(vec![source.read_raw(&attn("o_proj.weight"), hidden, q_width)?], o_bias)?;
-        let gate_up = projection(
-            vec![
-                source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-                source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned(),
-            ],
-            gate_up_bias,
-        )?;
+        let gate_up = {
+            let gate = source.read_raw(&mlp("gate_proj.weight"), c.intermediate_size, hidden)?.into_owned();
+            let up = source.read_raw(&mlp("up_proj.weight"), c.intermediate_size, hidden)?.into_owned();
+            let mut projection = Projection::gate_up(gate, up, gate_up_bias, GATE_UP_RUN)?;
+            projection.parts.iter_mut().try_for_each(ready)?;
+            projection
+        };
         let down =
             projection(vec![source.read_raw(&mlp("down_proj.weight"), hidden, c.intermediate_size)?], down_bias)?;
         Ok(Layer { attention_norm, mlp_norm, qkv, output, gate_up, down })
@@ -390,16 +456,7 @@ impl NativeLlama {
 
             ops::rms_norm_into(&h, &layer.mlp_norm, eps, &mut s.normed);
             laps.lap(Section::Norms);
-            layer.gate_up.forward(&s.normed, &mut s.gate_up, threads)?;
-            laps.lap(Section::GateUp);
-            let width = c.intermediate_size;
-            s.gated.clear();
-            for row in s.gate_up.chunks_exact_mut(2 * width) {
-                let (gate, up) = row.split_at_mut(width);
-                anyspec_cpu_kernels::swiglu(gate, up);
-                s.gated.extend_from_slice(gate);
-            }
-            laps.lap(Section::Swiglu);
+            layer.gate_up.forward_swiglu(&s.normed, &mut s.gated, &mut s.gate_up, threads, &mut laps)?;
             layer.down.forward(&s.gated, &mut s.projected, threads)?;
             laps.lap(Section::Down);
             add_into(&mut h, &s.projected);
@@ -424,6 +481,28 @@ impl NativeLlama {
         let out = self.untimed_logits(normed, head, threads)?;
         laps.lap(Section::Logits);
         Ok(out)
+    }
+
+    /// [`NativeLlama::logits`] one vector per row: each row's logits are written where they
+    /// are handed on (no `[rows, vocab]` buffer copied row by row afterwards); over the whole
+    /// vocabulary, or `head`'s ids.
+    pub(crate) fn logit_rows(
+        &self,
+        normed: &[f32],
+        head: Option<&PrunedHead>,
+        threads: &Threads,
+    ) -> Result<Vec<Vec<f32>>> {
+        let rows = normed.len() / self.config.hidden_size;
+        let Some(head) = head else {
+            let mut laps = Stopwatch::start();
+            let mut out: Vec<Vec<f32>> = (0..rows).map(|_| vec![0.0; self.config.vocab_size]).collect();
+            let mut slices: Vec<&mut [f32]> = out.iter_mut().map(Vec::as_mut_slice).collect();
+            self.lm_head.matmul_into_rows(normed, &mut slices, threads)?;
+            laps.lap(Section::Logits);
+            return Ok(out);
+        };
+        let flat = self.logits(normed, Some(head), threads)?;
+        Ok(flat.chunks_exact(head.ids.len().max(1)).map(<[f32]>::to_vec).collect())
     }
 
     fn untimed_logits(&self, normed: &[f32], head: Option<&PrunedHead>, threads: &Threads) -> Result<Vec<f32>> {
