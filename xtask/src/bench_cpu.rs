@@ -469,7 +469,8 @@ fn write_sections(md: &mut String, report: &Report) -> std::fmt::Result {
             md,
             "µs per pass, mean of {} passes per column, the widths taking turns (`--sections`, \
              `anyspec_models::sections`); \"other\" is the whole pass less the sections (embedding, \
-             reading the logits back).\n",
+             handing the logits back). SwiGLU runs inside the gate/up product's threads where the \
+             model's gate and up rows are paired (its row is zero then).\n",
             report.reps
         )?;
         let columns: Vec<String> = row.sections.iter().map(|p| format!("k={} after {}", p.k, p.context)).collect();
@@ -643,9 +644,11 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
     writeln!(
         md,
         "\nRoofline of this machine: about 10 GB/s of memory read on one thread, 18 GB/s on two; about \
-         45 GFLOP/s f32 per core with AVX2 FMA (a core with two 512-bit FMA units, as on the AVX-512 \
-         Xeons, peaks near four times that). GB/s counts the weight bytes held by the engine (quantized \
-         at their quantized size) once per single-position pass."
+         45 GFLOP/s f32 per core with AVX2 FMA (a multiply-add counted once: a loop of 16 independent \
+         chains retires 5.3 G 8-lane FMAs per second on one core), and no more with AVX-512: this \
+         Xeon's cores retire one 16-lane FMA per cycle (2.5 G/s in the same loop), half the 8-lane \
+         rate, though two 8-bit `vpdpbusd` (4.4-4.7 G/s). GB/s counts the weight bytes held by the \
+         engine (quantized at their quantized size) once per single-position pass."
     )?;
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;

@@ -5,9 +5,10 @@
 //!
 //! Throughput is reported in floating-point operations per call (`4 · queries · positions ·
 //! 64`: a multiply-add for the score and one for the weighted sum per position and lane), so
-//! criterion's "elements/s" is FLOP/s, to be read against the core's f32 peak (about 45
-//! GFLOP/s per core on 8-lane AVX2 FMA, four times the 16-lane AVX-512 figure on a CPU with
-//! two 512-bit FMA units). Each layer's cache is small enough to stay in the L2 cache only
+//! criterion's "elements/s" is FLOP/s, to be read against the core's f32 peak (about 45 G
+//! multiply-adds, 90 GFLOP/s, per core on 8-lane AVX2 FMA; the same with AVX-512 on the 2-core
+//! Xeon here, whose cores retire one 16-lane FMA per cycle, and twice that on a CPU with two
+//! 512-bit FMA units). Each layer's cache is small enough to stay in the L2 cache only
 //! at short contexts, as in a real step, where the layers' weights pass between two visits.
 //! The AVX-512 kernel reads the keys from their tiles (`KeyTiles`), as a model's cache keeps
 //! them for it. Where the best kernel is the AVX-512 one, the AVX2 code runs each case beside it
