@@ -625,7 +625,7 @@ impl Matrix {
         }
         let (n, half) = (self.rows, self.rows / 2);
         self.check_y(y, m * half)?;
-        if m == 0 {
+        if m == 0 || n == 0 {
             return Ok(());
         }
         let y = &mut y[..m * half];

@@ -106,4 +106,9 @@ fn paired_products_refuse_runs_that_do_not_tile_the_rows_and_short_outputs() {
     let e = m.matmul_paired(&[1.0; 7], &mut [0.0; 6], 3, &t, &keep).unwrap_err().to_string();
     assert!(e.contains("x length"), "{e}");
     m.matmul_paired(&[1.0; 16], &mut [0.0; 12], 3, &t, &keep).unwrap();
+    // No rows: nothing to compute, on one thread or several.
+    let empty = Matrix::from_f32(0, 8, &[]).unwrap();
+    for threads in [1, 3] {
+        empty.matmul_paired(&[1.0; 16], &mut [], 4, &Threads::new(threads).unwrap(), &keep).unwrap();
+    }
 }
