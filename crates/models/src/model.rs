@@ -411,7 +411,7 @@ impl Llama {
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
                 let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
-                model.logit_rows(&normed, head, threads)
+                native_logit_rows(model, threads, &normed, logits_rows, head)
             }
             _ => Err(engine_mismatch("KV cache")),
         }
@@ -444,7 +444,7 @@ impl Llama {
             }
             (Inner::Native { model, threads }, CacheInner::Native(c)) => {
                 let normed = model.final_hidden(tokens, c, logits_rows, threads)?;
-                let logits = model.logit_rows(&normed, head, threads)?;
+                let logits = native_logit_rows(model, threads, &normed, logits_rows, head)?;
                 Ok(HiddenRows { hidden: split_rows(normed, logits_rows), logits })
             }
             _ => Err(engine_mismatch("KV cache")),
@@ -694,6 +694,21 @@ fn native_forward(
 ) -> Result<Vec<f32>> {
     let normed = model.final_hidden(tokens, cache, rows, threads)?;
     model.logits(&normed, head, threads)
+}
+
+/// The logits of the native engine's final-norm rows, one vector per row: the full head's
+/// written in place ([`NativeLlama::logit_rows`]), a pruned head's split out of its buffer.
+fn native_logit_rows(
+    model: &NativeLlama,
+    threads: &Threads,
+    normed: &[f32],
+    rows: usize,
+    head: Option<&PrunedHead>,
+) -> Result<Vec<Vec<f32>>> {
+    match head {
+        None => model.logit_rows(normed, threads),
+        Some(head) => Ok(split_rows(model.logits(normed, Some(head), threads)?, rows)),
+    }
 }
 
 fn split_rows(flat: Vec<f32>, rows: usize) -> Vec<Vec<f32>> {

@@ -483,26 +483,17 @@ impl NativeLlama {
         Ok(out)
     }
 
-    /// [`NativeLlama::logits`] one vector per row: each row's logits are written where they
-    /// are handed on (no `[rows, vocab]` buffer copied row by row afterwards); over the whole
-    /// vocabulary, or `head`'s ids.
-    pub(crate) fn logit_rows(
-        &self,
-        normed: &[f32],
-        head: Option<&PrunedHead>,
-        threads: &Threads,
-    ) -> Result<Vec<Vec<f32>>> {
+    /// [`NativeLlama::logits`] over the whole vocabulary, one vector per row: each row's
+    /// logits are written where they are handed on (no `[rows, vocab]` buffer copied row by row
+    /// afterwards).
+    pub(crate) fn logit_rows(&self, normed: &[f32], threads: &Threads) -> Result<Vec<Vec<f32>>> {
+        let mut laps = Stopwatch::start();
         let rows = normed.len() / self.config.hidden_size;
-        let Some(head) = head else {
-            let mut laps = Stopwatch::start();
-            let mut out: Vec<Vec<f32>> = (0..rows).map(|_| vec![0.0; self.config.vocab_size]).collect();
-            let mut slices: Vec<&mut [f32]> = out.iter_mut().map(Vec::as_mut_slice).collect();
-            self.lm_head.matmul_into_rows(normed, &mut slices, threads)?;
-            laps.lap(Section::Logits);
-            return Ok(out);
-        };
-        let flat = self.logits(normed, Some(head), threads)?;
-        Ok(flat.chunks_exact(head.ids.len().max(1)).map(<[f32]>::to_vec).collect())
+        let mut out: Vec<Vec<f32>> = (0..rows).map(|_| vec![0.0; self.config.vocab_size]).collect();
+        let mut slices: Vec<&mut [f32]> = out.iter_mut().map(Vec::as_mut_slice).collect();
+        self.lm_head.matmul_into_rows(normed, &mut slices, threads)?;
+        laps.lap(Section::Logits);
+        Ok(out)
     }
 
     fn untimed_logits(&self, normed: &[f32], head: Option<&PrunedHead>, threads: &Threads) -> Result<Vec<f32>> {
