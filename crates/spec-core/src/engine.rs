@@ -218,6 +218,20 @@ pub struct Stats {
     pub draft_time: Duration,
     /// Wall time spent scoring and verifying.
     pub verify_time: Duration,
+    /// Drafted tokens offered for verification by the steps that followed a step which
+    /// drafted too (see [`Stats::steady_draft_time`]).
+    #[serde(default)]
+    pub steady_drafted: u64,
+    /// Wall time spent in the drafter by those steps.
+    ///
+    /// A drafter with a cache reads every token emitted since its last draft before it drafts
+    /// again, so the first draft after a run of plain steps also pays for reading that run (a
+    /// batch of up to 64 positions after the γ tuner's longest wait). In a step that follows a
+    /// drafting step there are only the last step's one or two new tokens to read, as in
+    /// speculative-decoding.txt's model of a step (γ runs of the drafter, Definition 3.7's c).
+    /// [`Stats::steady_draft_cost`] divides the two.
+    #[serde(default)]
+    pub steady_draft_time: Duration,
 }
 
 impl Stats {
@@ -244,6 +258,14 @@ impl Stats {
         ratio(self.generated, self.steps)
     }
 
+    /// Seconds of drafting per drafted token in steady drafting (the steps that followed a
+    /// drafting step: [`Stats::steady_draft_time`]), or `None` when no such step drafted.
+    /// [`Stats::draft_time`] ÷ [`Stats::drafted`] also counts what the drafter read after runs
+    /// of plain steps, which a row that drafts rarely spreads over few drafted tokens.
+    pub fn steady_draft_cost(&self) -> Option<f64> {
+        (self.steady_drafted > 0).then(|| self.steady_draft_time.as_secs_f64() / self.steady_drafted as f64)
+    }
+
     /// Adds another generation's counters to these.
     pub fn merge(&mut self, other: &Stats) {
         self.steps += other.steps;
@@ -253,6 +275,8 @@ impl Stats {
         self.generated += other.generated;
         self.draft_time += other.draft_time;
         self.verify_time += other.verify_time;
+        self.steady_drafted += other.steady_drafted;
+        self.steady_draft_time += other.steady_draft_time;
     }
 }
 
@@ -316,6 +340,8 @@ pub fn generate_tuned(
     let mut sequence = prompt.to_vec();
     let mut output = Vec::new();
     let mut stats = Stats::default();
+    // Whether the last step verified a drafted token (for the steady drafting counters).
+    let mut previous_drafted = false;
     let stop_reason = loop {
         let remaining = config.max_new_tokens - output.len();
         if remaining == 0 {
@@ -377,8 +403,14 @@ pub fn generate_tuned(
         }
 
         stats.steps += 1;
-        stats.drafted += draft.len() as u64
+        let drafted = draft.len() as u64
             + u64::from(matches!(draft.origin, DraftOrigin::Sampled { outside_target: Some(_), .. }));
+        stats.drafted += drafted;
+        if previous_drafted && drafted > 0 {
+            stats.steady_drafted += drafted;
+            stats.steady_draft_time += draft_time;
+        }
+        previous_drafted = drafted > 0;
         stats.accepted += verdict.accepted as u64;
         stats.rejected += u64::from(!verdict.bonus);
 

@@ -314,6 +314,55 @@ pub fn rdk_exact(tli_probs: &[f32], affinity: &AffinityMatrix) -> Result<Vec<f32
     normalize(out, "the RDK distribution")
 }
 
+/// `argmax(rdk_exact(q'))` for a TLI distribution `q'` that is a point mass on `token`, which is
+/// what greedy drafting (temperature 0) draws from: found from the token's row of the affinity
+/// matrix alone, without [`rdk_exact`]'s dense vectors over the whole target vocabulary (three
+/// of them, 49,152 entries each on SmolLM2, per drafted token).
+///
+/// The same token as [`crate::sampling::argmax`] of [`rdk_exact`]'s result, bit for bit
+/// (tested): the row's values are summed per column in the same order, normalized by the same
+/// `f64` total and rounded to `f32` alike, and ties go to the lowest id.
+///
+/// # Errors
+/// `token` outside the matrix, or a row whose mass is not positive (as [`rdk_exact`]).
+pub fn rdk_exact_point_argmax(token: u32, affinity: &AffinityMatrix) -> Result<u32> {
+    let row = token as usize;
+    if row >= affinity.size {
+        return Err(Error::TokenOutOfRange { token, vocab_size: affinity.size });
+    }
+    let (start, end) = (affinity.row_offsets[row], affinity.row_offsets[row + 1]);
+    if start == end {
+        // An empty row keeps the mass where it is.
+        return Ok(token);
+    }
+    // (column, value) in the order rdk_exact adds them; a stable sort keeps that order within
+    // a column, so each column's sum is rounded as there.
+    let mut entries: Vec<(u32, f64)> =
+        (start..end).map(|k| (affinity.columns[k], f64::from(affinity.values[k]))).collect();
+    entries.sort_by_key(|&(column, _)| column);
+    let mut sums: Vec<(u32, f64)> = Vec::with_capacity(entries.len());
+    for (column, value) in entries {
+        match sums.last_mut() {
+            Some((last, sum)) if *last == column => *sum += value,
+            _ => sums.push((column, 0.0 + value)),
+        }
+    }
+    // The zeros between the columns leave the dense sum unchanged.
+    let total: f64 = sums.iter().map(|&(_, v)| v).sum();
+    if total <= 0.0 || !total.is_finite() {
+        return Err(Error::EmptyDistribution { what: "the RDK distribution", sum: total });
+    }
+    // argmax's scan: id 0 first (0 unless the row has it), then a strictly larger value.
+    let mut best = (0u32, 0.0f32);
+    for (column, sum) in sums {
+        let p = (sum / total) as f32;
+        if column == 0 || p > best.1 {
+            best = (column, p);
+        }
+    }
+    Ok(best.0)
+}
+
 /// The first-order expansion of the dense softmax kernel [`rdk_dense_kernel`] in the scores,
 /// the intermediate step of oov-sampling-rdk.txt App. B.2 (proof of Theorem 5.4) — **not** the
 /// paper's Eq. 3, which is [`rdk_taylor_eq3`].
@@ -531,6 +580,49 @@ mod tests {
         let p = rdk_exact(&[0.8, 0.2, 0.0, 0.0], &m).unwrap();
         assert_eq!(p, vec![0.4, 0.2, 0.0, 0.4]);
         assert!(AffinityMatrix::from_csr(2, vec![0, 1, 1], vec![1], vec![0.7]).is_err(), "row 0 sums to 0.7");
+    }
+
+    /// The greedy shortcut picks `argmax(rdk_exact(point mass))` on random matrices with
+    /// repeated columns (summed in order), empty rows, token 0 in and out of a row, and ties
+    /// (equal values, and rows whose mass splits evenly), which only the lowest-id rule breaks.
+    #[test]
+    fn rdk_point_argmax_is_the_argmax_of_the_exact_distribution() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let size = 9;
+        let (mut ties, mut checked) = (0, 0);
+        for _ in 0..300 {
+            let (mut offsets, mut columns, mut values) = (vec![0], Vec::new(), Vec::new());
+            for _ in 0..size {
+                let n = next(6) as usize;
+                let weights: Vec<f32> = (0..n).map(|_| [1.0, 2.0, 2.0, 3.0][next(4) as usize]).collect();
+                let total: f32 = weights.iter().sum();
+                for w in weights {
+                    columns.push(next(size as u64) as u32);
+                    values.push(w / total);
+                }
+                offsets.push(columns.len());
+            }
+            let m = AffinityMatrix::from_csr(size, offsets, columns, values).unwrap();
+            for token in 0..size as u32 {
+                let mut point = vec![0.0f32; size];
+                point[token as usize] = 1.0;
+                let dense = rdk_exact(&point, &m).unwrap();
+                let want = crate::sampling::argmax(&dense);
+                let best = dense[want as usize];
+                ties += usize::from(dense.iter().filter(|&&p| p == best).count() > 1);
+                assert_eq!(rdk_exact_point_argmax(token, &m).unwrap(), want, "token {token}: {dense:?} {m:?}");
+                checked += 1;
+            }
+        }
+        assert!(ties > checked / 10, "the test must exercise ties: {ties} of {checked}");
+        let m = AffinityMatrix::from_csr(2, vec![0, 0, 0], vec![], vec![]).unwrap();
+        assert!(matches!(rdk_exact_point_argmax(2, &m), Err(Error::TokenOutOfRange { token: 2, vocab_size: 2 })));
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! [`HeteroModelDrafter`]: a model drafter with another tokenizer than the target's, reaching
 //! the target through a token-level [`Bridge`].
 
-use anyspec_core::projection::{ABSENT, IdMap, union_projection};
+use anyspec_core::projection::{ABSENT, IdMap, rdk_exact_point_argmax, union_projection};
 use anyspec_core::sampling::{argmax, logits_to_probs, sample};
 use anyspec_core::{Draft, DraftOrigin, Drafter, SamplingConfig};
 use anyspec_models::{Llama, TextTokenizer};
 use rand::RngCore;
 
 use crate::error::{Error, Result};
-use crate::hetero::bridge::{Bridge, ContextMapping, HeteroConfig};
+use crate::hetero::bridge::{Bridge, ContextMapping, HeteroConfig, RdkForm};
 use crate::hetero::context::ContextSync;
 use crate::hetero::source::{BurnDrafterModel, DrafterModel};
 use crate::hetero::text::{encode_after, text_after};
@@ -188,6 +188,9 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
     fn step(&mut self, sequence: &[u32], sampling: &SamplingConfig, rng: &mut dyn RngCore) -> Result<StepOutcome> {
         let logits = self.model.next_logits(sequence)?;
         let greedy = sampling.is_greedy();
+        if greedy && let Some(outcome) = self.greedy_step(&logits, sequence)? {
+            return Ok(outcome);
+        }
         // Over target ids, the distribution the token is drawn from.
         let q = match (&self.bridge, &self.kept) {
             (Bridge::Union, _) => {
@@ -218,7 +221,46 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
             _ => q,
         };
         let t = if greedy { argmax(&q) } else { sample(&q, &mut *rng)? };
-        let drafter = match self.target_to_drafter.get(t as usize) {
+        let drafter = self.drafter_ids_of(t, sequence)?;
+        Ok(StepOutcome::Token { target: t, drafter, q: self.widen(q) })
+    }
+
+    /// At temperature 0 with a pruned head (TLI, and RDK's exact form): the token
+    /// [`HeteroModelDrafter::step`]'s general path would draw, found without its vectors over
+    /// the target vocabulary. The TLI distribution is then a point mass on the target id of the
+    /// best kept row, so TLI drafts that id and RDK the arg-max of that id's affinity row
+    /// ([`rdk_exact_point_argmax`], the same token bit for bit). A greedy draft carries no
+    /// distribution ([`Draft::deterministic`]), so none is built. `None` where the general path
+    /// applies.
+    ///
+    /// Why: on SmolLM2 (49,152 target ids) the general path filled, normalized and scanned four
+    /// such vectors per drafted token.
+    fn greedy_step(&mut self, logits: &[f32], sequence: &[u32]) -> Result<Option<StepOutcome>> {
+        let Some((_, targets)) = &self.kept else { return Ok(None) };
+        let target = match &self.bridge {
+            Bridge::Union | Bridge::Rdk(RdkForm::Taylor { .. }) => return Ok(None),
+            Bridge::Tli | Bridge::Rdk(RdkForm::Exact(_)) => {
+                // The point mass logits_to_probs makes at temperature 0 (it checks the logits).
+                let best = argmax(&logits_to_probs(logits, &SamplingConfig::greedy())?) as usize;
+                targets.get(best).copied().ok_or(Error::InvalidParameter(anyspec_core::InvalidParameter {
+                    name: "drafter logits",
+                    expected: "one per kept row",
+                    value: format!("{} for {} rows", logits.len(), targets.len()),
+                }))?
+            }
+        };
+        let target = match &self.bridge {
+            Bridge::Rdk(RdkForm::Exact(matrix)) => rdk_exact_point_argmax(target, matrix)?,
+            _ => target,
+        };
+        let drafter = self.drafter_ids_of(target, sequence)?;
+        Ok(Some(StepOutcome::Token { target, drafter, q: Vec::new() }))
+    }
+
+    /// The drafter ids that continue `sequence` with target token `t`: its own id when the
+    /// drafter has one, else its text re-tokenized (RDK may draw a token the drafter lacks).
+    fn drafter_ids_of(&self, t: u32, sequence: &[u32]) -> Result<Vec<u32>> {
+        Ok(match self.target_to_drafter.get(t as usize) {
             Some(&d) if d != ABSENT && (d as usize) < self.model.vocab_size() => vec![d],
             // RDK drew a token the drafter does not have: feed its text.
             _ => {
@@ -229,8 +271,7 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
                 let text = text_after(&self.target_tokenizer, &tail, start, self.lookbehind)?;
                 encode_after(&self.drafter_tokenizer, sequence, &text, self.lookbehind)?
             }
-        };
-        Ok(StepOutcome::Token { target: t, drafter, q: self.widen(q) })
+        })
     }
 
     /// A full-head logit row cut or padded (−∞) to the drafter tokenizer's ids.

@@ -156,3 +156,44 @@ fn drafters_that_break_the_contract_are_refused() {
         assert!(err.contains(needle), "rogue drafter {kind}: {err}");
     }
 }
+
+/// Drafts one token (after a pause) at the calls its schedule marks, nothing at the others.
+struct Scheduled(Vec<bool>, usize);
+
+impl Drafter for Scheduled {
+    fn propose(&mut self, _: &[u32], _: usize, _: &SamplingConfig, _: &mut dyn RngCore) -> Result<Draft> {
+        let drafts = self.0.get(self.1).copied().unwrap_or(false);
+        self.1 += 1;
+        if !drafts {
+            return Ok(Draft::empty());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        Ok(Draft::deterministic(vec![3]))
+    }
+}
+
+#[test]
+fn steady_drafting_counts_only_steps_that_follow_a_drafting_step() {
+    // Steps 2, 7 and 8 follow a step that drafted; steps 1, 4 and 6 follow none (or nothing).
+    let schedule = vec![true, true, false, true, false, true, true, true];
+    let config = GenerationConfig { gamma: 2, max_new_tokens: 100, ..GenerationConfig::default() };
+    let (mut target, _) = pair(3);
+    let g = run(&mut target, Some(&mut Scheduled(schedule.clone(), 0)), &config).unwrap();
+    assert!(g.stats.steps as usize > schedule.len());
+    assert_eq!(g.stats.drafted, 6);
+    assert_eq!(g.stats.steady_drafted, 3);
+    // Each drafting call pauses 2 ms, so the steady time holds three pauses and the total six.
+    assert!(g.stats.steady_draft_time >= std::time::Duration::from_millis(6));
+    assert!(g.stats.draft_time >= g.stats.steady_draft_time + std::time::Duration::from_millis(6));
+    let cost = g.stats.steady_draft_cost().unwrap();
+    assert!((cost - g.stats.steady_draft_time.as_secs_f64() / 3.0).abs() < 1e-12);
+    // Merging adds the steady counters too.
+    let mut sum = g.stats.clone();
+    sum.merge(&g.stats);
+    assert_eq!((sum.steady_drafted, sum.steady_draft_time), (6, 2 * g.stats.steady_draft_time));
+    // Never two drafting steps in a row: no steady cost to report.
+    let (mut target, _) = pair(3);
+    let alternate = vec![true, false, true, false];
+    let g = run(&mut target, Some(&mut Scheduled(alternate, 0)), &config).unwrap();
+    assert_eq!((g.stats.drafted, g.stats.steady_drafted, g.stats.steady_draft_cost()), (2, 0, None));
+}

@@ -28,8 +28,13 @@ pub(super) struct Row {
     /// Drafted tokens accepted per step (null for autoregressive decoding).
     pub(super) mean_accepted_length: Option<f64>,
     pub(super) tokens_per_step: f64,
-    /// Drafter time per drafted token ÷ autoregressive time per token (c of Definition 3.7).
+    /// c of Definition 3.7: drafter time per drafted token ÷ autoregressive time per token, in
+    /// steady drafting ([`Stats::steady_draft_cost`]: the steps that followed a drafting step);
+    /// over all steps when no step followed one.
     pub(super) drafter_cost: Option<f64>,
+    /// Drafter time per drafted token ÷ autoregressive time per token over all steps, the
+    /// drafter's reading after runs of plain steps included.
+    pub(super) drafter_cost_all_steps: Option<f64>,
     /// Theorem 3.8 with the measured verification cost: E\[tokens\](α, γ̄) / (γ̄c + v(γ̄ + 1)).
     pub(super) theoretical_factor: Option<f64>,
     pub(super) tokens_per_second: f64,
@@ -203,8 +208,10 @@ pub(super) fn rows(
             let speculative = method.kind != Kind::Autoregressive;
             let speed = tokens_per_second(&s, time);
             let speedup = speed / ar_speed.max(1e-9);
-            let cost = (speculative && s.drafted > 0)
-                .then(|| s.draft_time.as_secs_f64() / s.drafted as f64 / ar_seconds_per_token.max(1e-12));
+            let per_ar_token = |seconds: f64| seconds / ar_seconds_per_token.max(1e-12);
+            let all_steps =
+                (speculative && s.drafted > 0).then(|| per_ar_token(s.draft_time.as_secs_f64() / s.drafted as f64));
+            let cost = s.steady_draft_cost().filter(|_| speculative).map(per_ar_token).or(all_steps);
             // γ̄: the drafted tokens verified per step.
             let gamma = s.drafted as f64 / s.steps.max(1) as f64;
             let theory = speculative.then(|| {
@@ -221,6 +228,7 @@ pub(super) fn rows(
                 mean_accepted_length: speculative.then(|| s.mean_accepted_length()),
                 tokens_per_step: s.tokens_per_step(),
                 drafter_cost: cost,
+                drafter_cost_all_steps: all_steps,
                 theoretical_factor: theory,
                 tokens_per_second: speed,
                 speedup,
@@ -327,8 +335,10 @@ pub(super) fn render(report: &Report) -> String {
         out.push_str(&format!("self-speculative depth L = {l}, the fastest of {}\n", trials.join(", ")));
     }
     out.push_str(
-        "α: acceptance tests passed ÷ taken · c: drafter time per drafted token ÷ autoregressive time per token · \
-         theory: speculative-decoding.txt Thm 3.8 with the measured v, E[tokens](α, γ̄) / (γ̄c + v(γ̄+1))\n",
+        "α: acceptance tests passed ÷ taken · c: drafter time per drafted token ÷ autoregressive time per token, \
+         in the steps that followed a drafting step (all drafting time per drafted token, the drafter's reading \
+         after runs of plain steps included, is in --json as drafter_cost_all_steps) · theory: \
+         speculative-decoding.txt Thm 3.8 with the measured v, E[tokens](α, γ̄) / (γ̄c + v(γ̄+1))\n",
     );
     out.push_str(
         "tokens/s times decoding only: the target and the drafter both read each prompt before the clock starts \
