@@ -150,6 +150,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 );
             }
         }
+        preflight(bin, &model, args)?;
     }
     eprintln!("running anyspec demo ({} threads, ≤ {} tokens per prompt)…", args.threads, args.max_tokens);
     let started = Instant::now();
@@ -181,6 +182,49 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     let report = Report { demo, demo_seconds, peer, peer_build, machine: machine() };
     write_report(&report, args)
+}
+
+/// A few tokens of `llama-lookup` before the long demo run, so that a llama.cpp build that
+/// cannot run on this CPU fails now, not after the demo's minutes.
+///
+/// Why: built with `-DGGML_NATIVE=ON` on this workplace's Sapphire Rapids VM (AMX in its
+/// `cpuinfo`), `llama-lookup` died with SIGILL or SIGSEGV on its first batch, and the demo's
+/// 9 minutes were lost; the same source built with the instruction sets named runs.
+fn preflight(bin: &Path, model: &Path, args: &Args) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("anyspec-bench-real-preflight-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("prompt.txt");
+    std::fs::write(&file, "Name three colours.")?;
+    let run = llama(
+        bin,
+        "llama-lookup",
+        &[
+            "-m",
+            &model.display().to_string(),
+            "-f",
+            &file.display().to_string(),
+            "-n",
+            "4",
+            "-t",
+            &args.threads.to_string(),
+        ]
+        .map(String::from),
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    let run = run?;
+    if !run.status.success() {
+        let log = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+        bail!(
+            "--llama-bin {}: llama-lookup failed on a 4-token test ({}); on a CPU whose cpuinfo lists AMX, a \
+             -DGGML_NATIVE=ON build can die this way: rebuild with -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON \
+             -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON (and -DGGML_AVX512_VBMI=ON \
+             -DGGML_AVX512_BF16=ON where cpuinfo has them). Its output ends:\n{}",
+            bin.display(),
+            run.status,
+            tail(&log)
+        );
+    }
+    Ok(())
 }
 
 /// The build line llama.cpp tools print (`build: 1234 (abcdef)`), if `llama-bench` says it.

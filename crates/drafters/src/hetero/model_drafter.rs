@@ -233,8 +233,9 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
     /// distribution ([`Draft::deterministic`]), so none is built. `None` where the general path
     /// applies.
     ///
-    /// Why: on SmolLM2 (49,152 target ids) the general path filled, normalized and scanned four
-    /// such vectors per drafted token.
+    /// Why: on SmolLM2 (49,152 target ids) the general path went over up to four such vectors
+    /// per drafted token (RDK: the TLI vector, its `f64` spread, the normalized copy, the
+    /// arg-max scan).
     fn greedy_step(&mut self, logits: &[f32], sequence: &[u32]) -> Result<Option<StepOutcome>> {
         let Some((_, targets)) = &self.kept else { return Ok(None) };
         let target = match &self.bridge {
