@@ -189,31 +189,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 ///
 /// Why: built with `-DGGML_NATIVE=ON` on this workplace's Sapphire Rapids VM (AMX in its
 /// `cpuinfo`), `llama-lookup` died with SIGILL or SIGSEGV on its first batch, and the demo's
-/// 9 minutes were lost; the same source built with the instruction sets named runs.
+/// 8–9 minutes were lost; the same source built with the instruction sets named runs.
 fn preflight(bin: &Path, model: &Path, args: &Args) -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("anyspec-bench-real-preflight-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("prompt.txt");
-    std::fs::write(&file, "Name three colours.")?;
-    let run = llama(
-        bin,
-        "llama-lookup",
-        &[
-            "-m",
-            &model.display().to_string(),
-            "-f",
-            &file.display().to_string(),
-            "-n",
-            "4",
-            "-t",
-            &args.threads.to_string(),
-        ]
-        .map(String::from),
-    );
-    std::fs::remove_dir_all(&dir).ok();
-    let run = run?;
+    let (run, log) = run_lookup(bin, model, "Name three colours.", 4, args.threads)?;
     if !run.status.success() {
-        let log = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
         bail!(
             "--llama-bin {}: llama-lookup failed on a 4-token test ({}); on a CPU whose cpuinfo lists AMX, a \
              -DGGML_NATIVE=ON build can die this way: rebuild with -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON \
@@ -250,32 +229,45 @@ fn number_after(text: &str, label: &str) -> Option<f64> {
     rest[..end].parse().ok()
 }
 
-fn llama_prompt(bin: &Path, model: &Path, prompt: &DemoPrompt, text: &str, args: &Args) -> anyhow::Result<PeerPrompt> {
+/// `llama-lookup --temp 0` writing up to `tokens` tokens after `text` (put in a temporary
+/// file, as the tool reads its prompt from one), and its stdout and stderr as one text.
+fn run_lookup(
+    bin: &Path,
+    model: &Path,
+    text: &str,
+    tokens: usize,
+    threads: usize,
+) -> anyhow::Result<(std::process::Output, String)> {
     let dir = std::env::temp_dir().join(format!("anyspec-bench-real-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("prompt.txt");
     std::fs::write(&file, text)?;
-    let (threads, tokens) = (args.threads.to_string(), args.max_tokens.to_string());
-    let model_arg = model.display().to_string();
-    let lookup = llama(
+    let run = llama(
         bin,
         "llama-lookup",
         &[
             "-m".into(),
-            model_arg.clone(),
+            model.display().to_string(),
             "-f".into(),
             file.display().to_string(),
             "-n".into(),
-            tokens.clone(),
+            tokens.to_string(),
             "-t".into(),
-            threads.clone(),
+            threads.to_string(),
             "--temp".into(),
             "0".into(),
         ],
     );
     std::fs::remove_dir_all(&dir).ok();
-    let lookup = lookup?;
-    let log = String::from_utf8_lossy(&lookup.stdout).into_owned() + &String::from_utf8_lossy(&lookup.stderr);
+    let run = run?;
+    let log = String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    Ok((run, log))
+}
+
+fn llama_prompt(bin: &Path, model: &Path, prompt: &DemoPrompt, text: &str, args: &Args) -> anyhow::Result<PeerPrompt> {
+    let (lookup, log) = run_lookup(bin, model, text, args.max_tokens, args.threads)?;
+    let (threads, tokens) = (args.threads.to_string(), args.max_tokens.to_string());
+    let model_arg = model.display().to_string();
     let field = |label: &str| {
         number_after(&log, label).with_context(|| {
             format!("llama-lookup printed no \"{label}\" ({}); its output ends:\n{}", lookup.status, tail(&log))

@@ -238,21 +238,21 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
     /// arg-max scan).
     fn greedy_step(&mut self, logits: &[f32], sequence: &[u32]) -> Result<Option<StepOutcome>> {
         let Some((_, targets)) = &self.kept else { return Ok(None) };
-        let target = match &self.bridge {
+        let affinity = match &self.bridge {
+            Bridge::Tli => None,
+            Bridge::Rdk(RdkForm::Exact(matrix)) => Some(matrix),
             Bridge::Union | Bridge::Rdk(RdkForm::Taylor { .. }) => return Ok(None),
-            Bridge::Tli | Bridge::Rdk(RdkForm::Exact(_)) => {
-                // The point mass logits_to_probs makes at temperature 0 (it checks the logits).
-                let best = argmax(&logits_to_probs(logits, &SamplingConfig::greedy())?) as usize;
-                targets.get(best).copied().ok_or(Error::InvalidParameter(anyspec_core::InvalidParameter {
-                    name: "drafter logits",
-                    expected: "one per kept row",
-                    value: format!("{} for {} rows", logits.len(), targets.len()),
-                }))?
-            }
         };
-        let target = match &self.bridge {
-            Bridge::Rdk(RdkForm::Exact(matrix)) => rdk_exact_point_argmax(target, matrix)?,
-            _ => target,
+        // The point mass logits_to_probs makes at temperature 0 (it checks the logits).
+        let best = argmax(&logits_to_probs(logits, &SamplingConfig::greedy())?) as usize;
+        let tli = targets.get(best).copied().ok_or(Error::InvalidParameter(anyspec_core::InvalidParameter {
+            name: "drafter logits",
+            expected: "one per kept row",
+            value: format!("{} for {} rows", logits.len(), targets.len()),
+        }))?;
+        let target = match affinity {
+            Some(matrix) => rdk_exact_point_argmax(tli, matrix)?,
+            None => tli,
         };
         let drafter = self.drafter_ids_of(target, sequence)?;
         Ok(Some(StepOutcome::Token { target, drafter, q: Vec::new() }))
