@@ -244,12 +244,16 @@ unsafe fn tile<const R: usize, const F: u8, const PREFETCH: bool>(
         for b in 0..blocks {
             let p = gp.add(b * stride);
             if PREFETCH {
-                // The lines PREFETCH_BYTES ahead in the group's stream (as in the AVX-512
-                // kernel; past the group's end, the next group's, or nothing): as many as
-                // cover one group block, a count known at compile time (see `prefetch_lines`).
+                // The lines PREFETCH_BYTES ahead in the group's stream into L1 and those
+                // L2_PREFETCH_BYTES ahead into L2 (as in the AVX-512 kernel, see there; past
+                // the group's end, the next group's, or nothing): as many as cover one group
+                // block, a count known at compile time (see `prefetch_lines`).
                 for line in 0..const { prefetch_lines(F) } {
                     _mm_prefetch::<_MM_HINT_T0>(
                         p.wrapping_add(super::avx512_q8_groups::PREFETCH_BYTES + 64 * line).cast::<i8>(),
+                    );
+                    _mm_prefetch::<_MM_HINT_T1>(
+                        p.wrapping_add(super::avx512_q8_groups::L2_PREFETCH_BYTES + 64 * line).cast::<i8>(),
                     );
                 }
             }

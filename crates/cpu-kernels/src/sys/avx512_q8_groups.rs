@@ -54,6 +54,32 @@ use crate::interleave::{GROUP, Grouped};
 /// ignores.
 pub(crate) const PREFETCH_BYTES: usize = 1280;
 
+/// How far ahead the weight stream is also prefetched into the core's L2 (`prefetcht1`), in
+/// bytes: beside [`PREFETCH_BYTES`]'s L1 prefetch, which brings each line in just before use.
+///
+/// # Why
+///
+/// A line prefetched into L1 holds one of the core's few line-fill buffers (16 on recent Intel
+/// cores) until it arrives, so at most about 1 KB of the stream is in flight per core: with
+/// ~100 ns to the next level that caps a core near 10–13 GB/s, which is what a single-position
+/// pass of SmolLM2 reached (25 GB/s on two cores). Prefetches into L2 wait in the L2's own
+/// queue (32–48 entries), so 8 KB ahead keeps several times more of the stream in flight and
+/// the L1 prefetch then finds the line in L2. Measured on the 2-core Xeon (AVX-512 VNNI, 2 MB
+/// L2 per core, a 480 MB L3 that holds the whole model) with a throw-away probe of the native
+/// engine's sections, three rounds of five distances taking turns (0, 3, 4, 6 and 8 KB): a
+/// single-position pass after 160 tokens took 4.1–4.8 ms without this prefetch and 3.0–3.1 ms
+/// at 6–8 KB (3.4 ms at 4 KB, 3.6–3.9 ms at 3 KB); 12 and 16 KB gained no more. On the whole
+/// model, `cargo xtask bench-cpu --quantized-only --threads 2` with the binaries before and
+/// after taking turns (before, after, before, after): decoding 234 and 241 → 333 and 337
+/// tokens/s with this kernel, 214 and 210 → 312 and 309 with the AVX2 one (which prefetches
+/// the same way, forced on the same machine); after 768 tokens of context 145 and 147 → 172
+/// and 161. The extra rows of a wide pass gain less than the first (their cost is the core's
+/// integer products, not the stream), so a pass over k positions costs more *relative* to one
+/// position (k = 4: 1.25 and 1.26 → 1.33 and 1.31 after 64 tokens), while every width costs
+/// less in milliseconds. Not measured on AMD cores, where the prefetch hints differ. Past the
+/// last block the address lies beyond the group (or the matrix), which a prefetch ignores.
+pub(crate) const L2_PREFETCH_BYTES: usize = 8192;
+
 /// For every output `j` of `range` (`range.start` a multiple of [`GROUP`]):
 /// `outs[i][j - range.start] ≈ Σ_k W[j, k] · x[(first + i)·cols + k]`, with the interleaved
 /// weights `data` and the activations as quantized in `xq` (`outs.len()` ≤ 8). Returns `false`,
@@ -143,9 +169,11 @@ unsafe fn groups_of<const M: usize, const F: u8>(
             let high = if pair { data.as_ptr().add(order.block_offset(format, blocks, g + 1, 0)) } else { low };
             for b in 0..blocks {
                 let (p, q) = (low.add(b * stride), high.add(b * stride));
-                // The lines PREFETCH_BYTES ahead in the stream (see there).
+                // The lines PREFETCH_BYTES ahead in the stream into L1, and those
+                // L2_PREFETCH_BYTES ahead into L2 (see there).
                 for line in (0..stride).step_by(64) {
                     _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES + line).cast::<i8>());
+                    _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(L2_PREFETCH_BYTES + line).cast::<i8>());
                 }
                 // The 32 bytes at `offset` of both groups' block, group g in the low half.
                 let both = |offset: usize| -> __m512i {
