@@ -151,8 +151,9 @@ fn truncate(weights: &mut [f64], top_k: usize, top_p: f64) {
 }
 
 /// The arg-max of finite logits (ties to the lowest id), or an error for NaN, `+inf`, an empty
-/// vector or one that is entirely `-inf`.
-pub(crate) fn checked_argmax(logits: &[f32]) -> Result<usize> {
+/// vector or one that is entirely `-inf`: the token that [`logits_to_probs`] puts all the mass
+/// on at temperature 0, without building that vector.
+pub fn checked_argmax(logits: &[f32]) -> Result<usize> {
     // One pass the compiler vectorizes (a maximum per lane, no reassociation, and whether a NaN
     // or +inf occurs), then the first index holding the maximum: the same answer as a scalar
     // scan keeping the first strictly greater value, about 10x faster on a 49k vocabulary

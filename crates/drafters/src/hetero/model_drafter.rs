@@ -2,7 +2,7 @@
 //! the target through a token-level [`Bridge`].
 
 use anyspec_core::projection::{ABSENT, IdMap, rdk_exact_point_argmax, union_projection};
-use anyspec_core::sampling::{argmax, logits_to_probs, sample};
+use anyspec_core::sampling::{argmax, checked_argmax, logits_to_probs, sample};
 use anyspec_core::{Draft, DraftOrigin, Drafter, SamplingConfig};
 use anyspec_models::{Llama, TextTokenizer};
 use rand::RngCore;
@@ -243,8 +243,8 @@ impl<M: DrafterModel> HeteroModelDrafter<M> {
             Bridge::Rdk(RdkForm::Exact(matrix)) => Some(matrix),
             Bridge::Union | Bridge::Rdk(RdkForm::Taylor { .. }) => return Ok(None),
         };
-        // The point mass logits_to_probs makes at temperature 0 (it checks the logits).
-        let best = argmax(&logits_to_probs(logits, &SamplingConfig::greedy())?) as usize;
+        // Where logits_to_probs puts the point mass at temperature 0 (the logits checked alike).
+        let best = checked_argmax(logits)?;
         let tli = targets.get(best).copied().ok_or(Error::InvalidParameter(anyspec_core::InvalidParameter {
             name: "drafter logits",
             expected: "one per kept row",
