@@ -171,7 +171,9 @@ fn decode_rate(model: &Llama, context: &[u32]) -> anyhow::Result<f64> {
 /// `cache`, all k logit rows, rolled back after each. The widths take turns within each
 /// repetition (k = 1..8, then again), so that a machine whose speed drifts during the run (a
 /// shared VM) shifts every width alike and the ratios to k = 1 hold; timing each width's
-/// repetitions in a block let the drift into the ratios.
+/// repetitions in a block let the drift into the ratios. Each timed pass follows an untimed
+/// single-position pass ([`settle`]): a pass right after a wide one costs more, and in turn
+/// k = 1 always came after k = 8.
 fn pass_times(
     model: &Llama,
     cache: &mut anyspec_models::KvCache,
@@ -186,6 +188,7 @@ fn pass_times(
     let mut times: Vec<Vec<f64>> = (0..MAX_K).map(|_| Vec::with_capacity(reps)).collect();
     for _ in 0..reps {
         for (k, times) in (1..=MAX_K).zip(times.iter_mut()) {
+            settle(model, cache, tokens)?;
             let start = Instant::now();
             model.forward_on_host(&tokens[..k], cache, k, None)?;
             times.push(start.elapsed().as_secs_f64() * 1e3);
@@ -193,6 +196,20 @@ fn pass_times(
         }
     }
     Ok(times.into_iter().map(median).collect())
+}
+
+/// An untimed single-position pass of `tokens[0]`, rolled back, before a timed one: the timed
+/// pass then follows a single position, as most passes of a generation do. A pass costs more
+/// right after a wide one (SmolLM2 Q4_1, 2 threads, 40 tokens of context: a single-position
+/// pass took 2.33–2.43 ms after another and 2.6–2.8 ms right after an 8-wide pass; not the
+/// cache's contents, page faults, the allocator or a parked worker, each ruled out), so timing
+/// the widths in turn without it put k = 1 after k = 8 and read v(4) = 1.30–1.38 where passes
+/// after a single position give 1.48–1.50.
+fn settle(model: &Llama, cache: &mut anyspec_models::KvCache, tokens: &[u32]) -> anyhow::Result<()> {
+    let context = cache.len();
+    model.forward_on_host(&tokens[..1], cache, 1, None)?;
+    cache.truncate(context);
+    Ok(())
 }
 
 /// The k-position passes after `context` (prefilled first, not timed).
@@ -225,6 +242,7 @@ fn section_profile(model: &Llama, context: &[u32], tokens: &[u32], reps: usize) 
     sections::set_enabled(true);
     for _ in 0..reps {
         for (w, &k) in SECTION_WIDTHS.iter().enumerate() {
+            settle(model, &mut cache, tokens)?;
             let _ = sections::take();
             let start = Instant::now();
             model.forward_on_host(&tokens[..k], &mut cache, k, None)?;

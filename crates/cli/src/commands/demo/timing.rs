@@ -146,9 +146,19 @@ pub(super) fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyh
     // machine then costs every width alike. (Five passes per width, one width after another,
     // once gave v = 1.00 1.41 0.77 0.88 …: a slow start inflated k = 1 and k = 2, and the γ
     // tuner started from a curve that said six positions cost less than two.)
+    //
+    // Each timed pass follows an untimed single-position pass, as most passes of a generation
+    // do. A pass costs more right after a wide one: on SmolLM2 Q4_1 (2 threads, 40 tokens of
+    // context) a single-position pass took 2.33–2.43 ms after another, 2.6–2.8 ms right after
+    // an 8-wide pass (the cause is not the cache's contents, page faults, the allocator or a
+    // parked worker: each was ruled out). Timed in turn 1, 2, …, 8, 1, …, k = 1 always came
+    // after k = 8, and the curve read v(4) = 1.30–1.38 where passes after a single position
+    // give 1.48–1.50; the theory column then promised more than a wide pass delivers.
     let mut times = vec![Vec::with_capacity(CALIBRATION_ROUNDS); widest];
     for round in 0..=CALIBRATION_ROUNDS {
         for (k, samples) in (1..=widest).zip(&mut times) {
+            cache.truncate(prompt.len());
+            model.forward_on_host(&filler[..1], &mut cache, 1, None)?;
             cache.truncate(prompt.len());
             let started = Instant::now();
             model.forward_on_host(&filler[..k], &mut cache, k, None)?;
