@@ -150,8 +150,10 @@ pub(super) fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyh
     // Each timed pass follows an untimed single-position pass, as most passes of a generation
     // do. A pass costs more right after a wide one: on SmolLM2 Q4_1 (2 threads, 40 tokens of
     // context) a single-position pass took 2.33–2.43 ms after another, 2.6–2.8 ms right after
-    // an 8-wide pass (the cause is not the cache's contents, page faults, the allocator or a
-    // parked worker: each was ruled out). Timed in turn 1, 2, …, 8, 1, …, k = 1 always came
+    // an 8-wide pass, and 2.7, 3.0, 3.4 and 3.8 ms after sleeping 0.5, 3, 6 and 12 ms: a pass
+    // costs more the longer since the last one touched the weights, as if they aged out of the
+    // L3 cache this VM shares (page faults, the allocator and a parked worker were ruled out).
+    // Timed in turn 1, 2, …, 8, 1, …, k = 1 always came
     // after k = 8, and the curve read v(4) = 1.30–1.38 where passes after a single position
     // give 1.48–1.50; the theory column then promised more than a wide pass delivers.
     let mut times = vec![Vec::with_capacity(CALIBRATION_ROUNDS); widest];
