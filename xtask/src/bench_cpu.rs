@@ -198,13 +198,11 @@ fn pass_times(
     Ok(times.into_iter().map(median).collect())
 }
 
-/// An untimed single-position pass of `tokens[0]`, rolled back, before a timed one: the timed
-/// pass then follows a single position, as most passes of a generation do. A pass costs more
-/// right after a wide one (SmolLM2 Q4_1, 2 threads, 40 tokens of context: a single-position
-/// pass took 2.33–2.43 ms after another and 2.6–2.8 ms right after an 8-wide pass, and more
-/// the longer since the last pass: 2.7, 3.0, 3.4 and 3.8 ms after sleeping 0.5, 3, 6 and 12 ms,
-/// as if the weights aged out of the L3 cache this VM shares), so timing
-/// the widths in turn without it put k = 1 after k = 8 and read v(4) = 1.30–1.38 where passes
+/// An untimed single-position pass of `tokens[0]`, rolled back, before a timed one, so that
+/// every width is timed after a single position, as most passes of a generation are (the
+/// demo's calibration does the same; ARCHITECTURE.md says why: a pass costs more the longer
+/// since the last one touched the weights, and so right after a wide one). Without it the
+/// widths in turn put k = 1 after k = 8, and SmolLM2 Q4_1 read v(4) = 1.30–1.38 where passes
 /// after a single position give 1.48–1.50.
 fn settle(model: &Llama, cache: &mut anyspec_models::KvCache, tokens: &[u32]) -> anyhow::Result<()> {
     let context = cache.len();

@@ -148,14 +148,13 @@ pub(super) fn verify_times(model: &Llama, prompt: &[u32], widest: usize) -> anyh
     // tuner started from a curve that said six positions cost less than two.)
     //
     // Each timed pass follows an untimed single-position pass, as most passes of a generation
-    // do. A pass costs more right after a wide one: on SmolLM2 Q4_1 (2 threads, 40 tokens of
-    // context) a single-position pass took 2.33–2.43 ms after another, 2.6–2.8 ms right after
-    // an 8-wide pass, and 2.7, 3.0, 3.4 and 3.8 ms after sleeping 0.5, 3, 6 and 12 ms: a pass
-    // costs more the longer since the last one touched the weights, as if they aged out of the
-    // L3 cache this VM shares (page faults, the allocator and a parked worker were ruled out).
-    // Timed in turn 1, 2, …, 8, 1, …, k = 1 always came
-    // after k = 8, and the curve read v(4) = 1.30–1.38 where passes after a single position
-    // give 1.48–1.50; the theory column then promised more than a wide pass delivers.
+    // do: a pass costs more the longer since the last one touched the weights, and so right
+    // after a wide one (ARCHITECTURE.md, "Two engines behind one `Llama`"). On SmolLM2 Q4_1 (2
+    // threads, 40 tokens of context) a single position took 2.33–2.43 ms after another and
+    // 2.6–2.8 ms right after an 8-wide pass; in another run 2.6–2.85 ms after another and 2.7,
+    // 3.0, 3.4 and 3.8 ms after sleeping 0.5, 3, 6 and 12 ms. Timed in turn 1, 2, …, 8, 1, …,
+    // k = 1 always came after k = 8, and the curve read v(4) = 1.30–1.38 where passes after a
+    // single position give 1.48–1.50: the theory column promised more than a wide pass delivers.
     let mut times = vec![Vec::with_capacity(CALIBRATION_ROUNDS); widest];
     for round in 0..=CALIBRATION_ROUNDS {
         for (k, samples) in (1..=widest).zip(&mut times) {
