@@ -17,6 +17,15 @@
 //! - **the demo's γ tuner, replayed**: [`anyspec_core::GammaTuner`] asked and fed step by step
 //!   exactly as the engine does (one tuner across the prompts, calibrated with the same costs),
 //!   with the modelled costs as its timings: what the tuner's rule gets without timing noise;
+//! - **best γ per class and the target's confidence, in sample**: the same, with one γ per
+//!   confidence class *and* bucket of the target's own top-1 probability for the token before
+//!   the draft (the last token the previous step emitted, whose distribution the engine has in
+//!   hand when it cuts the next draft): whether the target's certainty says more about the next
+//!   draft than the drafter's match does;
+//! - **… fitted on the other half of the prompts**: both per-class rules with their γ chosen on
+//!   the even-numbered prompts and walked on the odd ones, and the other way round (two-fold
+//!   cross-validation): an in-sample γ table of many cells also fits this run's noise, and only
+//!   what survives on prompts it has not seen is a signal a runtime rule could use;
 //! - **oracle**: verify exactly the tokens that will be accepted: a ceiling for any rule at all
 //!   with these drafts;
 //! - **oracle, the better candidate** (hybrids only): at every position the better of prompt
@@ -43,6 +52,7 @@ use anyspec_drafters::{
     DictionaryDrafter, Hybrid, HybridOrder, PromptLookup, PromptLookupConfig, StaticSource, TokenNgramConfig,
     TokenNgramDrafter, TokenNgramModel,
 };
+use anyspec_models::{Checkpoint, DeviceChoice, Engine, LoadOptions};
 use serde::{Deserialize, Serialize};
 
 /// The `format` of a token file this command reads (`anyspec demo --save-tokens`).
@@ -51,6 +61,8 @@ const FORMAT: &str = "anyspec-demo-tokens/1";
 const MAX_DRAFT: usize = 16;
 /// The fixed γ rows of the report.
 const FIXED: [usize; 5] = [1, 2, 3, 4, 6];
+/// Upper edges of the buckets of the target's top-1 probability (the last bucket is open).
+const CONFIDENCE_EDGES: [f32; 4] = [0.3, 0.6, 0.9, 0.99];
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -67,8 +79,9 @@ pub(crate) struct Args {
     /// assets/demo/target-outputs.txt.gz), alone and in a hybrid with prompt lookup.
     #[arg(long)]
     ngram_corpus: Option<PathBuf>,
-    /// The model whose tokenizer counts --ngram-corpus (default: SmolLM2-135M-Instruct Q4_1 from
-    /// the model cache, the demo's target).
+    /// The run's target, which scores the saved outputs for the confidence rules and whose
+    /// tokenizer counts --ngram-corpus (default: SmolLM2-135M-Instruct Q4_1 from the model
+    /// cache, the demo's target).
     #[arg(long)]
     model: Option<PathBuf>,
     /// The n-gram model's longest context suffix, in tokens.
@@ -117,6 +130,9 @@ struct Position {
     /// Hybrids only: tokens accepted of the better of prompt lookup's and the static source's
     /// drafts.
     better: Option<usize>,
+    /// Bucket of the target's top-1 probability for the token before the position
+    /// ([`CONFIDENCE_EDGES`]); `None` at an output's first position.
+    confidence: Option<u8>,
 }
 
 /// One drafter's result under every rule.
@@ -197,14 +213,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .map(|(p, out)| (p.ids.len(), p.ids.iter().chain(out).copied().collect()))
         .collect();
 
+    let model_path = crate::fetch_models::smollm2_or(args.model.as_deref())?;
+    let checkpoint =
+        Checkpoint::open(&model_path).with_context(|| format!("opening the target {}", model_path.display()))?;
+    eprintln!("scoring the outputs with {}…", model_path.display());
+    let confidence = target_confidence(&checkpoint, &sequences)?;
     let ngram = match &args.ngram_corpus {
         None => None,
         Some(path) => {
             eprintln!("counting the token n-gram model of {}…", path.display());
-            let model = crate::fetch_models::smollm2_or(args.model.as_deref())?;
-            let tokenizer = anyspec_models::Checkpoint::open(&model)
-                .with_context(|| format!("opening {} for its tokenizer", model.display()))?
-                .tokenizer()?;
+            let tokenizer = checkpoint.tokenizer()?;
             let config = TokenNgramConfig {
                 max_order: args.ngram_order,
                 min_count: args.ngram_min_count,
@@ -222,16 +240,61 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for (key, name) in drafters {
         eprintln!("replaying {name}…");
-        let positions = replay(key, &sequences, &dictionary, ngram.as_ref())?;
+        let positions = replay(key, &sequences, &dictionary, ngram.as_ref(), &confidence.buckets)?;
         // The run's measured figures belong to its own dictionary: shown only when replaying it.
         let same_dictionary = saved.dictionary.as_ref() == Some(&dictionary_path) || key == "prompt";
         let measured = saved.methods.iter().find(|m| m.key == key).filter(|_| same_dictionary);
         results.push(ceiling(key, name, &positions, &cost, measured));
     }
-    let md = render(&saved, &args.tokens, &dictionary_path, args.ngram_corpus.as_deref(), &cost, &results);
+    let md = render(&saved, &args.tokens, &dictionary_path, args.ngram_corpus.as_deref(), &cost, &confidence, &results);
     write(&args.out, &md, &results)?;
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// The target's certainty at every generated position: for each prompt, the bucket
+/// ([`CONFIDENCE_EDGES`]) of the top-1 probability of the distribution each output token was
+/// chosen from, scored in one pass over the prompt and its output.
+struct Confidence {
+    buckets: Vec<Vec<u8>>,
+    /// Positions whose arg-max in that pass is not the saved token (a pass over many positions
+    /// may round differently from decoding one at a time; a wrong model disagrees everywhere).
+    disagreements: usize,
+    positions: usize,
+}
+
+fn target_confidence(checkpoint: &Checkpoint, sequences: &[(usize, Vec<u32>)]) -> anyhow::Result<Confidence> {
+    let device = DeviceChoice::Cpu.device()?;
+    let model = checkpoint.load_model_with(&device, &LoadOptions::engine(Engine::Native))?;
+    let (mut buckets, mut disagreements, mut positions) = (Vec::new(), 0, 0);
+    for (prompt_len, seq) in sequences {
+        let rows = seq.len() - prompt_len;
+        if rows == 0 {
+            buckets.push(Vec::new());
+            continue;
+        }
+        // Row j of the last `rows` predicts seq[prompt_len + j].
+        let mut cache = model.new_cache();
+        let logits = model.forward_on_host(&seq[..seq.len() - 1], &mut cache, rows, None)?;
+        let mut of_prompt = Vec::with_capacity(rows);
+        for (row, &token) in logits.iter().zip(&seq[*prompt_len..]) {
+            let (best, max) =
+                row.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b });
+            let total: f64 = row.iter().map(|&x| f64::from(x - max).exp()).sum();
+            let top = (1.0 / total) as f32;
+            of_prompt.push(CONFIDENCE_EDGES.iter().take_while(|&&edge| top >= edge).count() as u8);
+            disagreements += usize::from(best as u32 != token);
+        }
+        positions += rows;
+        buckets.push(of_prompt);
+    }
+    if disagreements * 20 > positions {
+        bail!(
+            "the target's arg-max differs from the saved output at {disagreements} of {positions} positions: the \
+             token file comes from another model; pass that run's model with --model"
+        );
+    }
+    Ok(Confidence { buckets, disagreements, positions })
 }
 
 /// Cost of scoring `rows` positions in one pass ÷ one position: `1 + slope · (rows − 1)`, the
@@ -265,9 +328,10 @@ fn replay(
     sequences: &[(usize, Vec<u32>)],
     dictionary: &Arc<Dictionary>,
     ngram: Option<&Arc<TokenNgramModel>>,
+    confidence: &[Vec<u8>],
 ) -> anyhow::Result<Vec<Vec<Position>>> {
     let mut all = Vec::new();
-    for (prompt_len, seq) in sequences {
+    for ((prompt_len, seq), buckets) in sequences.iter().zip(confidence) {
         let mut prompt = PromptLookup::new(PromptLookupConfig::default())?;
         let new_hybrid = || PromptLookup::new(PromptLookupConfig::default()).map(|p| (p, HybridOrder::PromptFirst));
         let (p, order) = new_hybrid()?;
@@ -297,6 +361,8 @@ fn replay(
                 len: draft.tokens.len(),
                 accepted: common_prefix(&draft.tokens, truth),
                 better,
+                // The distribution of the token before the draft: the previous step's last.
+                confidence: (i > *prompt_len).then(|| buckets[i - prompt_len - 1]),
             });
         }
         all.push(positions);
@@ -328,20 +394,48 @@ fn walk_with(
     cost: &Cost,
     rule: &mut dyn FnMut(&Position, usize) -> (usize, usize),
 ) -> (f64, f64) {
-    let (mut tokens, mut steps, mut spent) = (0usize, 0usize, 0.0f64);
-    for prompt in positions {
+    walk_totals(positions, cost, rule).rates()
+}
+
+/// What a walk emitted and spent.
+#[derive(Clone, Copy, Debug, Default)]
+struct Totals {
+    tokens: usize,
+    steps: usize,
+    spent: f64,
+}
+
+impl Totals {
+    /// Tokens per step, and tokens per unit of cost (the modelled speedup).
+    fn rates(self) -> (f64, f64) {
+        (self.tokens as f64 / self.steps.max(1) as f64, self.tokens as f64 / self.spent.max(1e-12))
+    }
+
+    fn plus(self, other: Totals) -> Totals {
+        Totals { tokens: self.tokens + other.tokens, steps: self.steps + other.steps, spent: self.spent + other.spent }
+    }
+}
+
+/// [`walk_with`] over any set of prompts, returning the totals.
+fn walk_totals<'a>(
+    prompts: impl IntoIterator<Item = &'a Vec<Position>>,
+    cost: &Cost,
+    rule: &mut dyn FnMut(&Position, usize) -> (usize, usize),
+) -> Totals {
+    let mut totals = Totals::default();
+    for prompt in prompts {
         let mut i = 0;
         while i < prompt.len() {
             let (verified, accepted) = rule(&prompt[i], prompt.len() - i);
             // The last token of an output is emitted by the step itself, never drafted.
             let accepted = accepted.min(prompt.len() - i - 1);
-            tokens += accepted + 1;
-            steps += 1;
-            spent += cost.of(verified + 1);
+            totals.tokens += accepted + 1;
+            totals.steps += 1;
+            totals.spent += cost.of(verified + 1);
             i += accepted + 1;
         }
     }
-    (tokens as f64 / steps.max(1) as f64, tokens as f64 / spent.max(1e-12))
+    totals
 }
 
 /// Seconds per modelled unit of cost (one single-position pass), for the tuner's timings.
@@ -379,19 +473,29 @@ fn walk_tuner(positions: &[Vec<Position>], cost: &Cost) -> (f64, f64) {
 }
 
 /// The γ per confidence class that maximises tokens per unit of cost over all positions
-/// (in sample), found by iterating on the rate λ: each class takes the γ with the largest
-/// Σ (accepted + 1) − λ · cost, and λ is then the rate that walk achieves.
+/// (in sample): [`best_gamma_by`] the class.
 fn best_gamma_per_class(positions: &[Vec<Position>], cost: &Cost) -> HashMap<Option<u16>, usize> {
-    let mut by_class: HashMap<Option<u16>, Vec<(usize, usize)>> = HashMap::new();
-    for p in positions.iter().flatten() {
-        by_class.entry(p.class).or_default().push((p.len, p.accepted));
+    best_gamma_by(&positions.iter().collect::<Vec<_>>(), cost, &|p| p.class)
+}
+
+/// The γ per value of `key` that maximises tokens per unit of cost over `prompts`, found by
+/// iterating on the rate λ: each key takes the γ with the largest Σ (accepted + 1) − λ · cost,
+/// and λ is then the rate that walk achieves.
+fn best_gamma_by<K: std::hash::Hash + Eq + Copy>(
+    prompts: &[&Vec<Position>],
+    cost: &Cost,
+    key: &dyn Fn(&Position) -> K,
+) -> HashMap<K, usize> {
+    let mut by_key: HashMap<K, Vec<(usize, usize)>> = HashMap::new();
+    for p in prompts.iter().copied().flatten() {
+        by_key.entry(key(p)).or_default().push((p.len, p.accepted));
     }
     let mut lambda = 1.0;
     let mut best = HashMap::new();
     for _ in 0..8 {
-        best = by_class
+        best = by_key
             .iter()
-            .map(|(&class, drafts)| {
+            .map(|(&k, drafts)| {
                 let score = |g: usize| {
                     drafts
                         .iter()
@@ -401,16 +505,37 @@ fn best_gamma_per_class(positions: &[Vec<Position>], cost: &Cost) -> HashMap<Opt
                 // Counting down, so that among equally good γ the smallest wins (`max_by` keeps
                 // the last maximum).
                 let g = (0..=MAX_DRAFT).rev().max_by(|&a, &b| score(a).total_cmp(&score(b))).unwrap_or(0);
-                (class, g)
+                (k, g)
             })
             .collect();
-        let (_, rate) = walk(positions, cost, &|p| {
-            let g = best.get(&p.class).copied().unwrap_or(0).min(p.len);
+        let totals = walk_totals(prompts.iter().copied(), cost, &mut |p, _| {
+            let g = best.get(&key(p)).copied().unwrap_or(0).min(p.len);
             (g, p.accepted.min(g))
         });
-        lambda = rate;
+        lambda = totals.rates().1;
     }
     best
+}
+
+/// Two-fold cross-validation of the per-class rules: γ tables fitted on the even-numbered
+/// prompts walk the odd ones and the other way round. With `by_confidence` the table is per
+/// class and bucket of the target's confidence, falling back to the class's own γ (fitted on
+/// the same half) for a pair that half never saw; a class it never saw verifies nothing.
+fn cross_validated(positions: &[Vec<Position>], cost: &Cost, by_confidence: bool) -> (f64, f64) {
+    let mut totals = Totals::default();
+    for fold in 0..2 {
+        let train: Vec<&Vec<Position>> =
+            positions.iter().enumerate().filter(|(i, _)| i % 2 == fold).map(|(_, p)| p).collect();
+        let test = positions.iter().enumerate().filter(|(i, _)| i % 2 != fold).map(|(_, p)| p);
+        let by_class = best_gamma_by(&train, cost, &|p| p.class);
+        let by_pair =
+            if by_confidence { best_gamma_by(&train, cost, &|p| (p.class, p.confidence)) } else { HashMap::new() };
+        totals = totals.plus(walk_totals(test, cost, &mut |p, _| {
+            let g = by_pair.get(&(p.class, p.confidence)).or(by_class.get(&p.class)).copied().unwrap_or(0).min(p.len);
+            (g, p.accepted.min(g))
+        }));
+    }
+    totals.rates()
 }
 
 fn ceiling(
@@ -440,6 +565,20 @@ fn ceiling(
             (g, p.accepted.min(g))
         }),
     );
+    let all: Vec<&Vec<Position>> = positions.iter().collect();
+    let best = best_gamma_by(&all, cost, &|p| (p.class, p.confidence));
+    push(
+        "best γ per class and the target's confidence, in sample".into(),
+        walk(positions, cost, &|p| {
+            let g = best.get(&(p.class, p.confidence)).copied().unwrap_or(0).min(p.len);
+            (g, p.accepted.min(g))
+        }),
+    );
+    push("best γ per class, fitted on the other half of the prompts".into(), cross_validated(positions, cost, false));
+    push(
+        "best γ per class and the target's confidence, fitted on the other half".into(),
+        cross_validated(positions, cost, true),
+    );
     push("oracle: verify exactly what is accepted".into(), walk(positions, cost, &|p| (p.accepted, p.accepted)));
     if positions.iter().flatten().any(|p| p.better.is_some()) {
         push(
@@ -467,6 +606,7 @@ fn render(
     dictionary: &Path,
     ngram_corpus: Option<&Path>,
     cost: &Cost,
+    confidence: &Confidence,
     results: &[DrafterCeiling],
 ) -> String {
     let mut md = String::new();
@@ -491,6 +631,22 @@ fn render(
         saved.verify_cost.len(),
         saved.verify_cost.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join(" "),
     );
+    let agreement = if confidence.disagreements == 0 {
+        format!("its arg-max is the saved token at all {} positions", confidence.positions)
+    } else {
+        format!(
+            "its arg-max differs from the saved token at {} of {} positions: a pass over many positions may round \
+             differently from decoding one at a time",
+            confidence.disagreements, confidence.positions
+        )
+    };
+    let _ = writeln!(
+        md,
+        "*The target's confidence* at a position is its top-1 probability for the token before it (the last \
+         token the previous step emitted, whose distribution the engine holds when it cuts the next draft), in \
+         five buckets with edges {}, from one pass of the target over each prompt and its output ({agreement}).\n",
+        CONFIDENCE_EDGES.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "),
+    );
     for r in results {
         let _ = writeln!(md, "## {}\n", r.drafter);
         let _ = writeln!(
@@ -512,7 +668,10 @@ fn render(
         md,
         "## Reading it\n\nThe gap between the replayed tuner and the *oracle* is what a better acceptance predictor \
          could still win with these drafts; *best γ per class* shows how much of the tuner's result a static \
-         per-class rule would get. The gap between *measured* and the replayed tuner is what the model leaves out: \
+         per-class rule would get, and *the target's confidence* whether the target's own certainty adds to the \
+         drafter's match. A table of γ per class (and bucket) fitted in sample also fits this run's noise; the \
+         rows *fitted on the other half of the prompts* show what carries over to prompts it has not seen, which \
+         is all a rule in the runtime could use. The gap between *measured* and the replayed tuner is what the model leaves out: \
          the run's real step costs beyond the pass (drafting, argmax over the vocabulary, bookkeeping) and the \
          timing noise the real tuner learns from. Beyond the oracle only new drafts help: positions with no draft \
          or a wrong first token are steps of one token whatever the rule."
@@ -538,7 +697,7 @@ mod tests {
     use super::*;
 
     fn at(len: usize, accepted: usize) -> Position {
-        Position { class: Some(len as u16), len, accepted, better: None }
+        Position { class: Some(len as u16), len, accepted, better: None, confidence: None }
     }
 
     #[test]
@@ -597,5 +756,58 @@ mod tests {
             assert!(tuned >= rate(&|p| (g.min(p.len), p.accepted.min(g))) - 1e-12, "γ = {g}");
         }
         assert!(tuned <= rate(&|p| (p.accepted, p.accepted)) + 1e-12);
+    }
+    #[test]
+    fn the_target_confidence_rule_cuts_where_the_class_cannot() {
+        let cost = Cost { slope: 0.08 };
+        // One class throughout: right to the end where the target was sure (bucket 4), wrong
+        // where it was not (bucket 0). The class alone must pick one γ for both.
+        let prompt = |n: usize| -> Vec<Position> {
+            (0..n)
+                .map(|i| {
+                    let sure = i % 2 == 0;
+                    let confidence = Some(if sure { 4 } else { 0 });
+                    Position { class: Some(3), len: 4, accepted: if sure { 4 } else { 0 }, better: None, confidence }
+                })
+                .collect()
+        };
+        let positions = vec![prompt(80), prompt(80)];
+        let by_class = walk_rule_of(&positions, &cost, |p| p.class);
+        let by_pair = walk_rule_of(&positions, &cost, |p| (p.class, p.confidence));
+        assert!(by_pair > by_class + 0.05, "{by_pair} vs {by_class}");
+        // The same structure in both halves: what is learnt on one carries over to the other.
+        let (_, cv_pair) = cross_validated(&positions, &cost, true);
+        let (_, cv_class) = cross_validated(&positions, &cost, false);
+        assert!(cv_pair > cv_class + 0.05, "{cv_pair} vs {cv_class}");
+    }
+
+    #[test]
+    fn the_cross_validated_rule_never_sees_the_prompts_it_walks() {
+        let cost = Cost { slope: 0.08 };
+        // The same class right on the even prompt and wrong on the odd one: in sample, verifying
+        // the whole draft pays on average; fitted on one half and walked on the other, the γ
+        // learnt on the right prompt is wasted on the wrong one and vice versa.
+        let right: Vec<Position> = (0..60).map(|_| at(4, 4)).collect();
+        let wrong: Vec<Position> = (0..60).map(|_| at(4, 0)).collect();
+        let positions = vec![right, wrong];
+        let in_sample = walk_rule_of(&positions, &cost, |p| p.class);
+        let (_, cv) = cross_validated(&positions, &cost, false);
+        assert!(in_sample > 1.2, "{in_sample}");
+        assert!(cv < 1.0, "{cv}");
+    }
+
+    /// The modelled speedup of the in-sample best γ per `key`.
+    fn walk_rule_of<K: std::hash::Hash + Eq + Copy>(
+        positions: &[Vec<Position>],
+        cost: &Cost,
+        key: impl Fn(&Position) -> K,
+    ) -> f64 {
+        let all: Vec<&Vec<Position>> = positions.iter().collect();
+        let best = best_gamma_by(&all, cost, &key);
+        walk(positions, cost, &|p| {
+            let g = best.get(&key(p)).copied().unwrap_or(0).min(p.len);
+            (g, p.accepted.min(g))
+        })
+        .1
     }
 }
