@@ -93,11 +93,17 @@ impl Kernel {
     }
 
     /// Work done once per product before the rows are shared out: the quantized activations
-    /// of [`Kernel::Avx2Q8`].
+    /// of [`Kernel::Avx2Q8`] and [`Kernel::Avx512Q8`] (the latter quantizes with AVX-512: the
+    /// same values, see `sys/avx512_quantize.rs`).
     pub(crate) fn prepare(self, format: WeightFormat, x: &[f32], m: usize, cols: usize) -> Prepared {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2Q8 | Kernel::Avx512Q8 if crate::sys::avx2_q8::handles(format) => {
+            Kernel::Avx512Q8 if crate::sys::avx2_q8::handles(format) => Prepared(
+                crate::sys::avx512_quantize::quantize_x(format, x, m, cols)
+                    .or_else(|| crate::sys::avx2_q8::quantize_x(format, x, m, cols)),
+            ),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2Q8 if crate::sys::avx2_q8::handles(format) => {
                 Prepared(crate::sys::avx2_q8::quantize_x(format, x, m, cols))
             }
             _ => {

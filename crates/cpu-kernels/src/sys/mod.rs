@@ -21,6 +21,8 @@ pub(crate) mod avx512_f32;
 pub(crate) mod avx512_panels;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_q8_groups;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512_quantize;
 pub(crate) mod pool;
 pub(crate) mod weight_memory;
 
