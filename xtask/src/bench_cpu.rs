@@ -12,7 +12,10 @@
 //!   passes again after that context: a draft's rows each attend over the whole cache, so at
 //!   the demo's long prompts a wide pass costs more, relative to one position, than after 64
 //!   tokens (llama.cpp: its pp-k rows at `-d 768`);
-//! - GB/s of weights streamed at k = 1 and GFLOP/s at k = 8, against this machine's roofline;
+//! - GB/s of weights streamed at k = 1 and GFLOP/s at k = 8, against this machine's roofline,
+//!   measured in the same run: the read rate of a buffer the size of the weights (read over
+//!   and over, as decoding reads them) and of 1 GiB, on each thread count, and one core's peak
+//!   FMA and `vpdpbusd` rates (`anyspec_cpu_kernels::roofline`);
 //! - the same with the weights stored as f32 and f16 (converted at load), and the burn engine
 //!   (the runtime before the native one) for the k-cost ratios;
 //! - the process's peak resident memory (Linux `VmHWM`) before and after loading the file as
@@ -119,6 +122,43 @@ struct Report {
     parameters: usize,
     rows: Vec<Row>,
     memory: Option<Memory>,
+    roofline: Option<Roofline>,
+}
+
+/// This machine's ceilings, measured in the run.
+#[derive(Debug, Serialize)]
+struct Roofline {
+    /// The buffer of the first size: the weight bytes of the first native row.
+    weight_bytes: usize,
+    /// (threads, GB/s) reading a buffer of `weight_bytes` over and over.
+    weights_read_gbs: Vec<(usize, f64)>,
+    /// (threads, GB/s) reading [`MEMORY_READ_BYTES`], more than most last-level caches hold.
+    memory_read_gbs: Vec<(usize, f64)>,
+    /// One core's instructions per second (`anyspec_cpu_kernels::roofline::CorePeaks`).
+    fma8_per_s: Option<f64>,
+    fma16_per_s: Option<f64>,
+    dpbusd16_per_s: Option<f64>,
+}
+
+/// The second read buffer: 1 GiB.
+const MEMORY_READ_BYTES: usize = 1 << 30;
+
+/// Measures [`Roofline`] for these thread counts, with a first buffer of `weight_bytes`.
+fn roofline(weight_bytes: usize, threads: &[usize]) -> Roofline {
+    let read = |bytes: usize| -> Vec<(usize, f64)> {
+        // Filled, so that every page is mapped before the timing.
+        let buffer: Vec<u64> = (0..bytes / 8).map(|i| i as u64).collect();
+        threads.iter().map(|&t| (t, anyspec_cpu_kernels::roofline::read_rate(&buffer, t))).collect()
+    };
+    let peaks = anyspec_cpu_kernels::roofline::core_peaks(std::time::Duration::from_millis(200));
+    Roofline {
+        weight_bytes,
+        weights_read_gbs: read(weight_bytes),
+        memory_read_gbs: read(MEMORY_READ_BYTES),
+        fma8_per_s: peaks.fma8,
+        fma16_per_s: peaks.fma16,
+        dpbusd16_per_s: peaks.dpbusd16,
+    }
 }
 
 /// Peak resident memory of this process around the first model's load and timing.
@@ -466,6 +506,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(transformers(python, &model_path, threads, &prompt, args.reps)?);
         }
     }
+    // The ceilings last, after the models are dropped: the 1 GiB buffer is not held beside them.
+    let roofline = rows.iter().find_map(|r| r.weight_bytes).map(|bytes| {
+        eprintln!("measuring this machine's read rates and peak instruction rates…");
+        roofline(bytes, &args.threads)
+    });
     let report = Report {
         model: model_path.display().to_string(),
         context: CONTEXT,
@@ -473,8 +518,74 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         parameters: params,
         rows,
         memory,
+        roofline,
     };
     write_report(&report, &args.out)
+}
+
+/// The measured ceilings, and how close the default native row of each thread count gets.
+fn write_roofline(md: &mut String, report: &Report, r: &Roofline) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let rates = |v: &[(usize, f64)]| {
+        v.iter()
+            .map(|(t, g)| format!("{g:.1} GB/s on {t} thread{}", if *t == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let per_s = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{:.2} G", x / 1e9));
+    let peaks = anyspec_cpu_kernels::roofline::CorePeaks {
+        fma8: r.fma8_per_s,
+        fma16: r.fma16_per_s,
+        dpbusd16: r.dpbusd16_per_s,
+    };
+    writeln!(
+        md,
+        "\n## Roofline of this machine (measured in this run)\n\nReading a buffer the size of the weights ({:.1} MB) \
+         over and over, as decoding reads them, with the quantized kernels' prefetching \
+         (`anyspec_cpu_kernels::roofline::read_rate`): {}. Reading 1 GiB, more than most last-level caches hold: {}. One \
+         core retires {} 8-lane f32 FMAs per second (AVX2), {} 16-lane ones (AVX-512) and {} 16-lane `vpdpbusd` (64 \
+         8-bit multiply-adds each): at most {} f32 and {} 8-bit multiply-adds per second per core \
+         (`anyspec_cpu_kernels::roofline`: independent chains of each instruction on one core). GB/s above counts \
+         the weight bytes held by the engine (quantized at their quantized size) once per single-position pass; \
+         GFLOP/s counts two per weight and position.\n",
+        r.weight_bytes as f64 / 1e6,
+        rates(&r.weights_read_gbs),
+        rates(&r.memory_read_gbs),
+        per_s(r.fma8_per_s),
+        per_s(r.fma16_per_s),
+        per_s(r.dpbusd16_per_s),
+        per_s(peaks.f32_macs()),
+        per_s(peaks.int8_macs()),
+    )?;
+    writeln!(
+        md,
+        "| row | threads | k=1: GB/s ÷ the weights-sized read rate | k=8: multiply-adds/s ÷ the cores' 8-bit peak |"
+    )?;
+    writeln!(md, "|---|---|---|---|")?;
+    for &(threads, read) in &r.weights_read_gbs {
+        let Some(row) = report.rows.iter().find(|row| {
+            row.threads == threads && row.storage == "as in the file" && row.runtime.starts_with("anyspec native")
+        }) else {
+            continue;
+        };
+        let gbs = row.weight_bytes.map(|b| b as f64 / (row.pass_ms[0] * 1e6));
+        let macs = report.parameters as f64 * MAX_K as f64 / (row.pass_ms[MAX_K - 1] * 1e-3);
+        let peak = peaks.int8_macs().map(|p| p * threads as f64);
+        writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            row.runtime,
+            threads,
+            gbs.map_or("—".to_string(), |g| format!("{g:.1} ÷ {read:.1} = {:.0}%", 100.0 * g / read)),
+            peak.map_or("—".to_string(), |p| format!(
+                "{:.0} G ÷ {:.0} G = {:.0}%",
+                macs / 1e9,
+                p / 1e9,
+                100.0 * macs / p
+            )),
+        )?;
+    }
+    Ok(())
 }
 
 /// The `--sections` tables: one per native row, a column per (context, width).
@@ -519,8 +630,21 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
         "Regenerate with `cargo run --release -p xtask -- bench-cpu --llama-bench PATH/llama-bench --python PATH/python` \
          (2-core machine; medians of {} runs; context {} tokens; the k-position passes return all k \
          logit rows, as verification needs; llama.cpp's pp-k rows are its prompt processing of k \
-         tokens from an empty context). {} weight elements per position.\n",
-        report.reps, report.context, report.parameters
+         tokens from an empty context). {} weight elements per position.{}{}\n",
+        report.reps,
+        report.context,
+        report.parameters,
+        if report.rows.iter().any(|r| r.runtime.starts_with("llama.cpp")) {
+            ""
+        } else {
+            " llama.cpp was not measured in this run (`--llama-bench`)."
+        },
+        if report.rows.iter().any(|r| r.runtime.starts_with("transformers")) {
+            ""
+        } else {
+            " transformers was not measured in this run (`--python`, a Python with torch, transformers, gguf and \
+             accelerate)."
+        },
     )?;
     writeln!(md, "## Cost of scoring k positions in one pass ÷ one position\n")?;
     writeln!(md, "| runtime | weights | threads | k=1 ms | k=2 | k=3 | k=4 | k=5 | k=6 | k=7 | k=8 |")?;
@@ -658,15 +782,9 @@ fn write_report(report: &Report, out: &Path) -> anyhow::Result<()> {
             CONTEXT + DECODE_STEPS,
         )?;
     }
-    writeln!(
-        md,
-        "\nRoofline of this machine: about 10 GB/s of memory read on one thread, 18 GB/s on two; about \
-         45 GFLOP/s f32 per core with AVX2 FMA (a multiply-add counted once: a loop of 16 independent \
-         chains retires 5.3 G 8-lane FMAs per second on one core), and no more with AVX-512: this \
-         Xeon's cores retire one 16-lane FMA per cycle (2.5 G/s in the same loop), half the 8-lane \
-         rate, though two 8-bit `vpdpbusd` (4.4-4.7 G/s). GB/s counts the weight bytes held by the \
-         engine (quantized at their quantized size) once per single-position pass."
-    )?;
+    if let Some(r) = &report.roofline {
+        write_roofline(&mut md, report, r)?;
+    }
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -157,6 +157,7 @@ mod interleave;
 mod kernel;
 mod matrix;
 mod panels;
+pub mod roofline;
 mod scalar;
 mod sys;
 mod threads;

@@ -24,6 +24,8 @@ pub(crate) mod avx512_q8_groups;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512_quantize;
 pub(crate) mod pool;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod roofline;
 pub(crate) mod weight_memory;
 
 /// `$kernel::<M, F>(args…)` with the activation-row count `$m` (1..=8; more is 8) as the const
