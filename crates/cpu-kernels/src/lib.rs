@@ -127,10 +127,19 @@
 //!
 //! [`Threads`] is a persistent pool (no thread is started per product: a decoding step makes
 //! a couple of hundred products of a few microseconds each). The caller's thread and the
-//! workers split the output rows in chunks (about four per thread, taken from a shared
+//! workers split the output rows in chunks (about two per thread, taken from a shared
 //! counter so that a thread slowed by another process does not hold the others up); idle
 //! workers spin for 200 µs, then sleep. Products under 32K multiply-adds run on the caller
-//! alone.
+//! alone. The 8-bit kernels quantize the activations on the caller's thread before the rows
+//! are shared out (with AVX-512 where `Kernel::Avx512Q8` runs: the same bytes as the AVX2
+//! routine, faster).
+//!
+//! # Roofline
+//!
+//! [`roofline`] measures what this CPU allows: one core's peak FMA and `vpdpbusd` rates and
+//! the rate of streaming a buffer the way the quantized kernels stream their weights.
+//! `cargo xtask bench-cpu` prints its kernels' speed as shares of those, measured in the same
+//! run.
 //!
 //! # GPU backends
 //!
