@@ -128,10 +128,10 @@ mod tests {
     #[test]
     fn the_rates_are_those_of_a_real_core() {
         let peaks = core_peaks(Duration::from_millis(20));
-        // Between one instruction every ten nanoseconds and eight per nanosecond: a loop that
-        // was optimized away, or a timer that did not run, falls outside.
+        // Between one instruction every ten nanoseconds and twenty per nanosecond (four ports
+        // at 5 GHz): a loop that was optimized away, or a timer that did not run, falls outside.
         for rate in [peaks.fma8, peaks.fma16, peaks.dpbusd16].into_iter().flatten() {
-            assert!((1e8..8e9).contains(&rate), "{rate:e} instructions per second");
+            assert!((1e8..2e10).contains(&rate), "{rate:e} instructions per second");
         }
         if let (Some(a), Some(b)) = (peaks.fma8, peaks.f32_macs()) {
             assert!(b >= 8.0 * a);

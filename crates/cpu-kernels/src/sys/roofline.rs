@@ -2,17 +2,17 @@
 //! else [`CHAINS`]), `rounds` times, each entry point checking its CPU features first (it
 //! returns NaN without them).
 
+use core::arch::x86_64::*;
+
 /// Chains of the 16-lane loops: with the two operands, 18 of AVX-512's 32 registers.
 pub(crate) const CHAINS: usize = 16;
 /// Chains of the 8-lane FMA loop: its encoding has 16 registers, and sixteen chains plus the
-/// two operands spilled to the stack every round. Twelve still cover a 4-cycle latency on two
+/// two operands spilled to the stack every round. Twelve still cover a 4-cycle latency on three
 /// ports.
 pub(crate) const FMA8_CHAINS: usize = 12;
 
-use core::arch::x86_64::*;
-
-/// `FMA8_CHAINS · rounds` 8-lane FMAs: `acc ← acc · 0.999 + 0.001` converges to 1, never overflowing or
-/// going denormal.
+/// `FMA8_CHAINS · rounds` 8-lane FMAs: `acc ← acc · 0.999 + 0.001` converges to 1, never
+/// overflowing or going denormal.
 pub(crate) fn fma8(rounds: u64) -> f64 {
     if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")) {
         return f64::NAN;
