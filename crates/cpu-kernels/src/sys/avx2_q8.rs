@@ -34,16 +34,32 @@ pub(crate) fn handles(format: WeightFormat) -> bool {
     matches!(format, WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4_1)
 }
 
+impl QuantizedX {
+    /// Zeroed room for `m` rows of `cols` activations, or `None` when `cols` is not a multiple
+    /// of 32 or `x` holds fewer than `m·cols` values.
+    pub(super) fn for_rows(x: &[f32], m: usize, cols: usize) -> Option<QuantizedX> {
+        if !cols.is_multiple_of(QK) || x.len() < m * cols {
+            return None;
+        }
+        let blocks = m * cols / QK;
+        Some(QuantizedX {
+            qs: vec![0; m * cols],
+            d: vec![0.0; blocks],
+            s: vec![0.0; blocks],
+            sums: vec![0; blocks],
+            cols,
+        })
+    }
+}
+
 /// Quantizes `m` rows of `cols` activations (`cols` a multiple of 32, `x.len() ≥ m·cols`).
 pub(crate) fn quantize_x(format: WeightFormat, x: &[f32], m: usize, cols: usize) -> Option<QuantizedX> {
-    if !cols.is_multiple_of(QK) || x.len() < m * cols || !crate::Kernel::Avx2Q8.is_supported() {
+    if !crate::Kernel::Avx2Q8.is_supported() {
         return None;
     }
-    let blocks = m * cols / QK;
-    let mut q =
-        QuantizedX { qs: vec![0; m * cols], d: vec![0.0; blocks], s: vec![0.0; blocks], sums: vec![0; blocks], cols };
-    // SAFETY: AVX2/FMA/F16C checked above; `quantize_blocks` reads `blocks` blocks of 32 from
-    // `x` (x.len() ≥ m·cols checked above) and writes as many into `q`, sized for them.
+    let mut q = QuantizedX::for_rows(x, m, cols)?;
+    // SAFETY: AVX2/FMA/F16C checked above; `quantize_blocks` reads `m·cols / 32` blocks of 32
+    // from `x` (`for_rows` checked its length) and writes as many into `q`, sized for them.
     unsafe { quantize_blocks(&x[..m * cols], &mut q, format == WeightFormat::Q4_1) };
     Some(q)
 }

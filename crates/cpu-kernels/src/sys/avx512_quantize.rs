@@ -47,14 +47,12 @@ pub(crate) fn quantize_x(format: WeightFormat, x: &[f32], m: usize, cols: usize)
     let supported = std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("f16c");
-    if !super::avx2_q8::handles(format) || !cols.is_multiple_of(QK) || x.len() < m * cols || !supported {
+    if !super::avx2_q8::handles(format) || !supported {
         return None;
     }
-    let blocks = m * cols / QK;
-    let mut q =
-        QuantizedX { qs: vec![0; m * cols], d: vec![0.0; blocks], s: vec![0.0; blocks], sums: vec![0; blocks], cols };
-    // SAFETY: AVX-512 F/BW and F16C checked above; `x[..m·cols]` is `blocks` blocks of 32 and
-    // `q` holds as many.
+    let mut q = QuantizedX::for_rows(x, m, cols)?;
+    // SAFETY: AVX-512 F/BW and F16C checked above; `x[..m·cols]` (its length checked by
+    // `for_rows`) is `m·cols / 32` blocks of 32, and `q` holds as many.
     unsafe { quantize_blocks(&x[..m * cols], &mut q, format == WeightFormat::Q4_1) };
     Some(q)
 }
