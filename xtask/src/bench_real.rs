@@ -468,8 +468,8 @@ fn write_report(report: &Report, args: &Args) -> anyhow::Result<()> {
         writeln!(
             md,
             "- Plain decoding: {}. Both read the same quantized weights once per token; ours keeps them \
-             interleaved for an 8-bit dot-product kernel (reports/cpu-runtime-avx512.md has the per-pass \
-             costs and the roofline).",
+             interleaved for an 8-bit dot-product kernel (reports/cpu-runtime.md has the per-pass costs \
+             and this machine's roofline, measured).",
             if ours_ar >= peer_decode {
                 format!("anyspec is ahead, {:.2}× llama.cpp", ours_ar / peer_decode)
             } else {
