@@ -42,16 +42,14 @@ use crate::format::{QK, WeightFormat};
 const LANES: usize = 16;
 
 /// [`super::avx2_q8::quantize_x`] with AVX-512: `None` where that returns `None`, or when the
-/// CPU lacks AVX-512 F/BW.
+/// CPU cannot run `Kernel::Avx512Q8` (the only caller; its features include AVX-512 F/BW and
+/// F16C).
 pub(crate) fn quantize_x(format: WeightFormat, x: &[f32], m: usize, cols: usize) -> Option<QuantizedX> {
-    let supported = std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("f16c");
-    if !super::avx2_q8::handles(format) || !supported {
+    if !super::avx2_q8::handles(format) || !crate::Kernel::Avx512Q8.is_supported() {
         return None;
     }
     let mut q = QuantizedX::for_rows(x, m, cols)?;
-    // SAFETY: AVX-512 F/BW and F16C checked above; `x[..m·cols]` (its length checked by
+    // SAFETY: AVX-512 F/BW and F16C checked above (`Kernel::Avx512Q8`'s features); `x[..m·cols]` (its length checked by
     // `for_rows`) is `m·cols / 32` blocks of 32, and `q` holds as many.
     unsafe { quantize_blocks(&x[..m * cols], &mut q, format == WeightFormat::Q4_1) };
     Some(q)
@@ -116,10 +114,8 @@ mod tests {
     /// a rounding tie.
     #[test]
     fn equals_the_avx2_routine_bit_for_bit() {
-        let supported = std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && crate::Kernel::Avx2Q8.is_supported();
-        if !supported {
+        // The routine's kernel implies the AVX2 one's features.
+        if !crate::Kernel::Avx512Q8.is_supported() {
             return; // nothing to compare on this CPU
         }
         let mut state = 0x2545_F491_4F6C_DD1Du64;
