@@ -51,15 +51,10 @@ pub fn core_peaks(duration: Duration) -> CorePeaks {
     #[cfg(target_arch = "x86_64")]
     {
         use crate::sys::roofline as sys;
-        let has = |f: &str| match f {
-            "avx2+fma" => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
-            "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
-            _ => std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"),
-        };
         CorePeaks {
-            fma8: has("avx2+fma").then(|| rate(duration, sys::fma8, sys::FMA8_CHAINS)),
-            fma16: has("avx512f").then(|| rate(duration, sys::fma16, sys::CHAINS)),
-            dpbusd16: has("avx512vnni").then(|| rate(duration, sys::dpbusd16, sys::CHAINS)),
+            fma8: rate(duration, sys::fma8, sys::FMA8_CHAINS),
+            fma16: rate(duration, sys::fma16, sys::CHAINS),
+            dpbusd16: rate(duration, sys::dpbusd16, sys::CHAINS),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -70,26 +65,27 @@ pub fn core_peaks(duration: Duration) -> CorePeaks {
 }
 
 /// Instructions per second of `kernel(rounds)` (which retires `chains · rounds` of them), run
-/// for about `duration` after a short warm-up; the fastest of five runs.
+/// for about `duration` after a short warm-up; the fastest of five runs. `None` when the
+/// kernel cannot run on this CPU.
 #[cfg(target_arch = "x86_64")]
-fn rate(duration: Duration, kernel: fn(u64) -> f64, chains: usize) -> f64 {
+fn rate(duration: Duration, kernel: fn(u64) -> Option<f64>, chains: usize) -> Option<f64> {
     let mut rounds = 1u64 << 12;
     // Warm up and size the runs: double until one run takes a fifth of the budget.
     loop {
         let start = Instant::now();
-        std::hint::black_box(kernel(rounds));
+        std::hint::black_box(kernel(rounds)?);
         if start.elapsed() * 5 >= duration || rounds >= 1 << 40 {
             break;
         }
         rounds *= 2;
     }
-    (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(kernel(rounds));
-            (chains as u64 * rounds) as f64 / start.elapsed().as_secs_f64().max(1e-9)
-        })
-        .fold(0.0, f64::max)
+    let mut best = 0.0f64;
+    for _ in 0..5 {
+        let start = Instant::now();
+        std::hint::black_box(kernel(rounds)?);
+        best = best.max((chains as u64 * rounds) as f64 / start.elapsed().as_secs_f64().max(1e-9));
+    }
+    Some(best)
 }
 
 /// GB/s of reading `data` on `threads` threads, each a contiguous share, with the prefetching

@@ -1,6 +1,6 @@
 //! The loops of [`crate::roofline`]: independent chains of one instruction ([`FMA8_CHAINS`],
-//! else [`CHAINS`]), `rounds` times, each entry point checking its CPU features first (it
-//! returns NaN without them).
+//! else [`CHAINS`]), `rounds` times, each entry point checking its CPU features first (`None`
+//! without them).
 
 use core::arch::x86_64::*;
 
@@ -13,12 +13,12 @@ pub(crate) const FMA8_CHAINS: usize = 12;
 
 /// `FMA8_CHAINS · rounds` 8-lane FMAs: `acc ← acc · 0.999 + 0.001` converges to 1, never
 /// overflowing or going denormal.
-pub(crate) fn fma8(rounds: u64) -> f64 {
+pub(crate) fn fma8(rounds: u64) -> Option<f64> {
     if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")) {
-        return f64::NAN;
+        return None;
     }
     // SAFETY: AVX2 and FMA checked above.
-    unsafe { fma8_loop(rounds) }
+    Some(unsafe { fma8_loop(rounds) })
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -40,12 +40,12 @@ fn fma8_loop(rounds: u64) -> f64 {
 }
 
 /// `CHAINS · rounds` 16-lane FMAs, as [`fma8`].
-pub(crate) fn fma16(rounds: u64) -> f64 {
+pub(crate) fn fma16(rounds: u64) -> Option<f64> {
     if !std::arch::is_x86_feature_detected!("avx512f") {
-        return f64::NAN;
+        return None;
     }
     // SAFETY: AVX-512 F checked above.
-    unsafe { fma16_loop(rounds) }
+    Some(unsafe { fma16_loop(rounds) })
 }
 
 #[target_feature(enable = "avx512f")]
@@ -62,12 +62,12 @@ fn fma16_loop(rounds: u64) -> f64 {
 
 /// `CHAINS · rounds` 16-lane `vpdpbusd` of bytes 1 by 1 (each lane gains 4 a round; the sums wrap
 /// after billions of rounds, harmlessly).
-pub(crate) fn dpbusd16(rounds: u64) -> f64 {
+pub(crate) fn dpbusd16(rounds: u64) -> Option<f64> {
     if !(std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni")) {
-        return f64::NAN;
+        return None;
     }
     // SAFETY: AVX-512 F and VNNI checked above.
-    unsafe { dpbusd16_loop(rounds) }
+    Some(unsafe { dpbusd16_loop(rounds) })
 }
 
 #[target_feature(enable = "avx512f,avx512vnni")]
