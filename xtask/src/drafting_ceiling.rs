@@ -472,10 +472,22 @@ fn walk_tuner(positions: &[Vec<Position>], cost: &Cost) -> (f64, f64) {
     })
 }
 
-/// The γ per confidence class that maximises tokens per unit of cost over all positions
-/// (in sample): [`best_gamma_by`] the class.
-fn best_gamma_per_class(positions: &[Vec<Position>], cost: &Cost) -> HashMap<Option<u16>, usize> {
-    best_gamma_by(&positions.iter().collect::<Vec<_>>(), cost, &|p| p.class)
+/// A step that verifies at most `gamma` tokens of the draft at `p`: (positions verified,
+/// tokens accepted), as [`walk`]'s rules return them.
+fn up_to(gamma: usize, p: &Position) -> (usize, usize) {
+    let g = gamma.min(p.len);
+    (g, p.accepted.min(g))
+}
+
+/// The modelled rates of the γ per value of `key` that [`best_gamma_by`] fits on all the
+/// prompts, walked on the same prompts (in sample).
+fn in_sample<K: std::hash::Hash + Eq + Copy>(
+    positions: &[Vec<Position>],
+    cost: &Cost,
+    key: &dyn Fn(&Position) -> K,
+) -> (f64, f64) {
+    let best = best_gamma_by(&positions.iter().collect::<Vec<_>>(), cost, key);
+    walk(positions, cost, &|p| up_to(best.get(&key(p)).copied().unwrap_or(0), p))
 }
 
 /// The γ per value of `key` that maximises tokens per unit of cost over `prompts`, found by
@@ -508,10 +520,8 @@ fn best_gamma_by<K: std::hash::Hash + Eq + Copy>(
                 (k, g)
             })
             .collect();
-        let totals = walk_totals(prompts.iter().copied(), cost, &mut |p, _| {
-            let g = best.get(&key(p)).copied().unwrap_or(0).min(p.len);
-            (g, p.accepted.min(g))
-        });
+        let totals =
+            walk_totals(prompts.iter().copied(), cost, &mut |p, _| up_to(best.get(&key(p)).copied().unwrap_or(0), p));
         lambda = totals.rates().1;
     }
     best
@@ -531,8 +541,7 @@ fn cross_validated(positions: &[Vec<Position>], cost: &Cost, by_confidence: bool
         let by_pair =
             if by_confidence { best_gamma_by(&train, cost, &|p| (p.class, p.confidence)) } else { HashMap::new() };
         totals = totals.plus(walk_totals(test, cost, &mut |p, _| {
-            let g = by_pair.get(&(p.class, p.confidence)).or(by_class.get(&p.class)).copied().unwrap_or(0).min(p.len);
-            (g, p.accepted.min(g))
+            up_to(by_pair.get(&(p.class, p.confidence)).or(by_class.get(&p.class)).copied().unwrap_or(0), p)
         }));
     }
     totals.rates()
@@ -554,25 +563,13 @@ fn ceiling(
         rules.push(RuleResult { rule, tokens_per_step, modelled_speedup });
     };
     for g in FIXED {
-        push(format!("fixed γ = {g}"), walk(positions, cost, &|p| (g.min(p.len), p.accepted.min(g))));
+        push(format!("fixed γ = {g}"), walk(positions, cost, &|p| up_to(g, p)));
     }
     push("the demo's γ tuner, replayed".into(), walk_tuner(positions, cost));
-    let best = best_gamma_per_class(positions, cost);
-    push(
-        "best γ per confidence class, in sample".into(),
-        walk(positions, cost, &|p| {
-            let g = best.get(&p.class).copied().unwrap_or(0).min(p.len);
-            (g, p.accepted.min(g))
-        }),
-    );
-    let all: Vec<&Vec<Position>> = positions.iter().collect();
-    let best = best_gamma_by(&all, cost, &|p| (p.class, p.confidence));
+    push("best γ per confidence class, in sample".into(), in_sample(positions, cost, &|p| p.class));
     push(
         "best γ per class and the target's confidence, in sample".into(),
-        walk(positions, cost, &|p| {
-            let g = best.get(&(p.class, p.confidence)).copied().unwrap_or(0).min(p.len);
-            (g, p.accepted.min(g))
-        }),
+        in_sample(positions, cost, &|p| (p.class, p.confidence)),
     );
     push("best γ per class, fitted on the other half of the prompts".into(), cross_validated(positions, cost, false));
     push(
@@ -744,16 +741,13 @@ mod tests {
         // Class 4 drafts are right to the end, class 1 drafts always wrong.
         let prompt: Vec<Position> = (0..60).map(|i| if i % 3 == 0 { at(4, 4) } else { at(1, 0) }).collect();
         let positions = vec![prompt];
-        let best = best_gamma_per_class(&positions, &cost);
+        let best = best_gamma_by(&positions.iter().collect::<Vec<_>>(), &cost, &|p| p.class);
         assert_eq!(best[&Some(4)], 4);
         assert_eq!(best[&Some(1)], 0);
         let rate = |rule: &dyn Fn(&Position) -> (usize, usize)| walk(&positions, &cost, rule).1;
-        let tuned = rate(&|p| {
-            let g = best[&p.class].min(p.len);
-            (g, p.accepted.min(g))
-        });
+        let tuned = in_sample(&positions, &cost, &|p| p.class).1;
         for g in FIXED {
-            assert!(tuned >= rate(&|p| (g.min(p.len), p.accepted.min(g))) - 1e-12, "γ = {g}");
+            assert!(tuned >= rate(&|p| up_to(g, p)) - 1e-12, "γ = {g}");
         }
         assert!(tuned <= rate(&|p| (p.accepted, p.accepted)) + 1e-12);
     }
@@ -772,8 +766,8 @@ mod tests {
                 .collect()
         };
         let positions = vec![prompt(80), prompt(80)];
-        let by_class = walk_rule_of(&positions, &cost, |p| p.class);
-        let by_pair = walk_rule_of(&positions, &cost, |p| (p.class, p.confidence));
+        let (_, by_class) = in_sample(&positions, &cost, &|p| p.class);
+        let (_, by_pair) = in_sample(&positions, &cost, &|p| (p.class, p.confidence));
         assert!(by_pair > by_class + 0.05, "{by_pair} vs {by_class}");
         // The same structure in both halves: what is learnt on one carries over to the other.
         let (_, cv_pair) = cross_validated(&positions, &cost, true);
@@ -790,24 +784,9 @@ mod tests {
         let right: Vec<Position> = (0..60).map(|_| at(4, 4)).collect();
         let wrong: Vec<Position> = (0..60).map(|_| at(4, 0)).collect();
         let positions = vec![right, wrong];
-        let in_sample = walk_rule_of(&positions, &cost, |p| p.class);
+        let (_, fitted) = in_sample(&positions, &cost, &|p| p.class);
         let (_, cv) = cross_validated(&positions, &cost, false);
-        assert!(in_sample > 1.2, "{in_sample}");
+        assert!(fitted > 1.2, "{fitted}");
         assert!(cv < 1.0, "{cv}");
-    }
-
-    /// The modelled speedup of the in-sample best γ per `key`.
-    fn walk_rule_of<K: std::hash::Hash + Eq + Copy>(
-        positions: &[Vec<Position>],
-        cost: &Cost,
-        key: impl Fn(&Position) -> K,
-    ) -> f64 {
-        let all: Vec<&Vec<Position>> = positions.iter().collect();
-        let best = best_gamma_by(&all, cost, &key);
-        walk(positions, cost, &|p| {
-            let g = best.get(&key(p)).copied().unwrap_or(0).min(p.len);
-            (g, p.accepted.min(g))
-        })
-        .1
     }
 }
