@@ -169,6 +169,8 @@ mod panels;
 pub mod roofline;
 mod scalar;
 mod sys;
+#[cfg(test)]
+mod test_rng;
 mod threads;
 
 pub use activation::swiglu;

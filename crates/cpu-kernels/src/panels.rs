@@ -161,15 +161,8 @@ mod tests {
     use super::*;
 
     fn values(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..rows * cols)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
+        let mut unit = crate::test_rng::unit(seed);
+        (0..rows * cols).map(|_| unit() - 0.5).collect()
     }
 
     /// Values rounded through `element`, as a checkpoint of that precision holds them.

@@ -171,13 +171,8 @@ mod tests {
         if !super::supported() {
             return; // no AVX-512 on this CPU: nothing to compare
         }
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
+        let mut unit = crate::test_rng::unit(0x2545_F491_4F6C_DD1D);
+        let mut next = move || unit() - 0.5;
         for element in [Element::F16, Element::BF16] {
             for cols in [33, 64] {
                 let rows = 53;

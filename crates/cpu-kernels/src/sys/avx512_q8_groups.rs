@@ -260,13 +260,8 @@ mod tests {
         if !crate::Kernel::Avx512Q8.is_supported() {
             return; // no AVX-512 VNNI on this CPU: nothing to compare
         }
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        };
+        let mut unit = crate::test_rng::unit(0x9E37_79B9_7F4A_7C15);
+        let mut next = move || unit() * 2.0 - 1.0;
         for format in [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1] {
             let (rows, cols) = (5 * GROUP + 3, 96);
             let w: Vec<f32> = (0..rows * cols).map(|_| next()).collect();

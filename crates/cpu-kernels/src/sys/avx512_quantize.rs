@@ -118,13 +118,8 @@ mod tests {
         if !crate::Kernel::Avx512Q8.is_supported() {
             return; // nothing to compare on this CPU
         }
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        };
+        let mut unit = crate::test_rng::unit(0x2545_F491_4F6C_DD1D);
+        let mut next = move || unit() * 2.0 - 1.0;
         for format in [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1] {
             for m in 1..=8 {
                 for cols in [32, 96, 576, 1536] {
